@@ -1,0 +1,42 @@
+"""The ``llm-marl`` command line: one entry point, one subcommand per job.
+
+Each subcommand lives in its own module and exposes ``register(subparsers)``, which adds its parser and sets
+``func`` to the function that runs it; this file only wires them together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# (module, attribute) pairs, imported lazily so `llm-marl --help` stays fast and a missing extra only breaks the
+# subcommand that needs it.
+_SUBCOMMANDS: tuple[str, ...] = (
+    "benchmarks.demo",
+    "llm_marl_envs.sandbox.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the top-level parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="llm-marl",
+        description="Collaborative LLM agents as Dec-POMDPs: demos, sandbox tools, training and benchmarks.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in _SUBCOMMANDS:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``llm-marl`` command line and return its exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
