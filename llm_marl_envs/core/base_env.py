@@ -1,0 +1,357 @@
+"""The ParallelEnv every task in the suite is built on: a Dec-POMDP of agents writing text together.
+
+A turn: every live agent sends one action string; the env parses each (:mod:`~llm_marl_envs.core.protocol`),
+updates drafts and delivers messages (:mod:`~llm_marl_envs.core.channel`), asks the task to assess the team's drafts
+(quality, consistency, per-agent feedback), pays the joint reward (:mod:`~llm_marl_envs.core.rewards`), decides who is
+finished (:mod:`~llm_marl_envs.core.termination`) and renders each agent's next observation
+(:mod:`~llm_marl_envs.core.observation`). Tasks subclass :class:`CollaborativeTextEnv` and implement
+:meth:`~CollaborativeTextEnv.assess` (and optionally :meth:`~CollaborativeTextEnv.normalize_draft`).
+
+Bad input is rejected before anything changes: a step with missing or extra agents, an action for a finished agent or
+a non-string action raises ``ValueError``/``TypeError`` naming the agent, and the env is exactly as it was.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from pettingzoo import ParallelEnv
+
+from llm_marl_envs.core.channel import Channel, Message
+from llm_marl_envs.core.observation import OBSERVABILITY, ObservationParts, render_observation
+from llm_marl_envs.core.protocol import ParsedAction, parse_action
+from llm_marl_envs.core.rewards import REWARD_MODES, RewardWeights, joint_step_reward, team_score
+from llm_marl_envs.core.roles import Role
+from llm_marl_envs.core.spaces import (
+    DEFAULT_ACTION_CHARS,
+    DEFAULT_OBSERVATION_CHARS,
+    SanitizedText,
+    UnicodeText,
+    sanitize_text,
+)
+from llm_marl_envs.core.tasks import SPLITS, Task, TaskSource
+from llm_marl_envs.core.termination import end_of_turn
+
+RESET_OPTION_KEYS: frozenset[str] = frozenset({"task_id", "split"})
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A task's verdict on the team's drafts after one turn."""
+
+    quality: float
+    """Task quality in [0, 1]."""
+    consistency: float
+    """Coordination consistency in [0, 1]."""
+    quality_terms: Mapping[str, float] = field(default_factory=dict)
+    """The named terms quality was computed from (reported in infos)."""
+    feedback: Mapping[str, str] = field(default_factory=dict)
+    """Per-agent feedback text shown in the next observation."""
+    magrpo_reward: float | None = None
+    """The MAGRPO paper's reward of these drafts (used when ``reward_mode="magrpo"``)."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """Extra JSON-friendly diagnostics for infos (test reports, code metrics...)."""
+
+
+class CollaborativeTextEnv(ParallelEnv, abc.ABC):
+    """A team of LLM agents with distinct roles writing one output together (see module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "collaborative_text_v0", "render_modes": ["human", "ansi"]}
+
+    def __init__(
+        self,
+        roles: Sequence[Role],
+        tasks: TaskSource,
+        *,
+        max_turns: int = 3,
+        observability: str = "local",
+        reward_mode: str = "joint",
+        reward_weights: RewardWeights | dict | None = None,
+        split: str = "train",
+        max_action_chars: int = DEFAULT_ACTION_CHARS,
+        max_observation_chars: int = DEFAULT_OBSERVATION_CHARS,
+        render_mode: str | None = None,
+    ) -> None:
+        _check_int("max_turns", max_turns, 1)
+        _check_int("max_action_chars", max_action_chars, 16)
+        _check_int("max_observation_chars", max_observation_chars, 256)
+        _check_choice("observability", observability, OBSERVABILITY)
+        _check_choice("reward_mode", reward_mode, REWARD_MODES)
+        _check_choice("split", split, SPLITS)
+        if render_mode is not None:
+            _check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
+        self.roles: dict[str, Role] = {role.name: role for role in roles}
+        self.possible_agents: list[str] = list(self.roles)
+        self.agents: list[str] = []
+        self.task_source = tasks
+        self.max_turns = max_turns
+        self.observability = observability
+        self.reward_mode = reward_mode
+        self.reward_weights = RewardWeights.from_value(reward_weights)
+        self.default_split = split
+        self.max_action_chars = max_action_chars
+        self.max_observation_chars = max_observation_chars
+        self.render_mode = render_mode
+        # One space object per agent, returned on every call (PettingZoo expects stable spaces).
+        self._observation_spaces = {a: UnicodeText(max_observation_chars) for a in self.possible_agents}
+        self._action_spaces = {a: UnicodeText(max_action_chars) for a in self.possible_agents}
+        self._rng = np.random.default_rng()
+        self.task: Task | None = None
+
+    # ----------------------------------------------------------------------------------------------- task hooks
+    @abc.abstractmethod
+    def assess(self, drafts: Mapping[str, str]) -> Assessment:
+        """Judge the team's current drafts (one per possible agent, finished agents included)."""
+
+    def normalize_draft(self, agent: str, draft: str) -> str:
+        """Turn the draft part of an action into the stored draft (e.g. strip a code fence). Identity here."""
+        return draft
+
+    # -------------------------------------------------------------------------------------------------- spaces
+    def observation_space(self, agent: str) -> UnicodeText:
+        """The observation space of ``agent`` (a text space; the same object on every call)."""
+        return self._observation_spaces[self._known(agent)]
+
+    def action_space(self, agent: str) -> UnicodeText:
+        """The action space of ``agent`` (a text space; the same object on every call)."""
+        return self._action_spaces[self._known(agent)]
+
+    # --------------------------------------------------------------------------------------------- PettingZoo
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        """Start an episode. ``options``: ``{"task_id": str}`` picks a task, ``{"split": "train"|"eval"}`` a split.
+
+        The same ``seed`` and ``options`` always give the same task.
+        """
+        task = self._choose_task(seed, options)
+        self.task = task
+        self.agents = list(self.possible_agents)
+        self.turn = 0
+        self.drafts: dict[str, str] = {a: "" for a in self.possible_agents}
+        self.done: dict[str, bool] = {a: False for a in self.possible_agents}
+        self.channel = Channel()
+        self.feedback: dict[str, str] = {a: "" for a in self.possible_agents}
+        self.score = 0.0
+        self.team_return = 0.0
+        self.message_tokens = 0
+        self.invalid_actions = 0
+        self.end_reason: str | None = None
+        self.last_assessment: Assessment | None = None
+        observations = {a: self._observe(a) for a in self.agents}
+        infos = {a: {"task_id": task.task_id, "split": task.split, "role": a, "turn": 0} for a in self.agents}
+        return observations, infos
+
+    def step(
+        self, actions: dict[str, str]
+    ) -> tuple[dict[str, str], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]:
+        """Apply one joint action: ``{agent: action string}`` for exactly the agents in ``env.agents``."""
+        sanitized = self._validate(actions)
+        live = list(self.agents)
+        parsed = {a: parse_action(sanitized[a].text, a, live) for a in live}
+        before = dict(self.drafts)
+
+        self.turn += 1
+        step_tokens = 0
+        for agent in live:
+            action = parsed[agent]
+            if action.draft:
+                self.drafts[agent] = self.normalize_draft(agent, action.draft)
+            self.done[agent] = self.done[agent] or action.done
+            for outgoing in action.messages:
+                message = Message(agent, outgoing.recipients, outgoing.text, self.turn)
+                self.channel.post(message)
+                step_tokens += message.num_tokens
+        step_invalid = sum(1 for a in live if parsed[a].problems or sanitized[a].truncated)
+        self.message_tokens += step_tokens
+        self.invalid_actions += step_invalid
+
+        assessment = self.assess(dict(self.drafts))
+        self.last_assessment = assessment
+        self.feedback = {a: assessment.feedback.get(a, "") for a in self.possible_agents}
+        previous_score = self.score
+        self.score = team_score(assessment.quality, assessment.consistency, self.reward_weights)
+        if self.reward_mode == "magrpo":
+            if assessment.magrpo_reward is None:
+                raise RuntimeError(f"{type(self).__name__} has no MAGRPO reward for this configuration")
+            reward = float(assessment.magrpo_reward)
+        else:
+            reward = joint_step_reward(self.score, previous_score, step_tokens, step_invalid, self.reward_weights)
+        self.team_return += reward
+
+        changed = any(self.drafts[a] != before[a] for a in live)
+        outcome = end_of_turn(self.turn, self.max_turns, live, self.done, changed)
+        self.end_reason = outcome.reason
+
+        observations = {a: self._observe(a) for a in live}
+        rewards = {a: reward for a in live}
+        terminations = {a: a in outcome.terminated for a in live}
+        truncations = {a: a in outcome.truncated for a in live}
+        components = {
+            "quality": assessment.quality,
+            "consistency": assessment.consistency,
+            "turns": self.turn,
+            "message_tokens": self.message_tokens,
+            "invalid_actions": self.invalid_actions,
+            "step_message_tokens": step_tokens,
+            "step_invalid_actions": step_invalid,
+        }
+        infos = {a: self._step_info(a, parsed[a], sanitized[a], components, assessment, reward) for a in live}
+        self.agents = [a for a in live if not (terminations[a] or truncations[a])]
+        if self.render_mode == "human":
+            self.render()
+        return observations, rewards, terminations, truncations, infos
+
+    def state(self) -> dict[str, Any]:
+        """The full global state for centralized training: task, every draft, every message, turn, score."""
+        self._require_reset()
+        return {
+            "task": self.task.to_dict(),
+            "turn": self.turn,
+            "max_turns": self.max_turns,
+            "agents": list(self.agents),
+            "drafts": dict(self.drafts),
+            "done": dict(self.done),
+            "messages": self.channel.to_list(),
+            "feedback": dict(self.feedback),
+            "score": self.score,
+            "team_return": self.team_return,
+            "end_reason": self.end_reason,
+        }
+
+    def render(self) -> str | None:
+        """``"ansi"``: return the global state as text; ``"human"``: print it."""
+        if self.render_mode is None:
+            return None
+        text = json.dumps(self.state(), indent=2, ensure_ascii=False, default=str)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        """Release resources (nothing to release in the base env)."""
+
+    # ---------------------------------------------------------------------------------------------- internals
+    def _choose_task(self, seed: int | None, options: dict[str, Any] | None) -> Task:
+        if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+                raise TypeError(f"seed: expected int or None, got {type(seed).__name__}")
+            self._rng = np.random.default_rng(int(seed))
+        options = {} if options is None else options
+        if not isinstance(options, dict):
+            raise TypeError(f"options: expected dict or None, got {type(options).__name__}")
+        unknown = set(options) - RESET_OPTION_KEYS
+        if unknown:
+            # PettingZoo's conformance test passes arbitrary options, so unknown keys warn instead of failing.
+            warnings.warn(
+                f"reset options: ignoring unknown keys {sorted(unknown)}; known: {sorted(RESET_OPTION_KEYS)}",
+                stacklevel=3,
+            )
+        split = options.get("split", self.default_split)
+        _check_choice("options['split']", split, SPLITS)
+        if options.get("task_id") is not None:
+            return self.task_source.get(options["task_id"])
+        return self.task_source.sample(self._rng, split)
+
+    def _validate(self, actions: dict[str, str]) -> dict[str, SanitizedText]:
+        self._require_reset()
+        if not self.agents:
+            raise RuntimeError("the episode is over (no live agents); call reset() to start a new one")
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions: expected a dict {{agent: str}}, got {type(actions).__name__}")
+        for agent in actions:
+            if agent not in self.agents:
+                if agent in self.roles:
+                    raise ValueError(f"agent {agent!r} is finished and must not act; live agents: {self.agents}")
+                raise ValueError(f"unknown agent {agent!r}; live agents: {self.agents}")
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"missing actions for agents {missing}; every live agent must act each step")
+        sanitized = {}
+        for agent in self.agents:
+            if not isinstance(actions[agent], str):
+                raise TypeError(f"action of agent {agent!r}: expected str, got {type(actions[agent]).__name__}")
+            sanitized[agent] = sanitize_text(actions[agent], self.max_action_chars)
+        return sanitized
+
+    def _observe(self, agent: str) -> str:
+        role = self.roles[agent]
+        teammates = [a for a in self.possible_agents if a != agent]
+        teammate_drafts = None
+        if self.observability == "team":
+            teammate_drafts = {a: self.drafts[a] for a in teammates}
+        parts = ObservationParts(
+            agent=agent,
+            role_title=role.title,
+            instruction=role.instruction,
+            task_view=role.view(self.task),
+            turn=self.turn,
+            max_turns=self.max_turns,
+            teammates=teammates,
+            own_draft=self.drafts[agent],
+            feedback=self.feedback[agent],
+            inbox=self.channel.inbox(agent),
+            teammate_drafts=teammate_drafts,
+        )
+        text = render_observation(parts, self.max_observation_chars)
+        return sanitize_text(text, self.max_observation_chars).text
+
+    def _step_info(
+        self,
+        agent: str,
+        parsed: ParsedAction,
+        sanitized: SanitizedText,
+        components: dict[str, Any],
+        assessment: Assessment,
+        reward: float,
+    ) -> dict[str, Any]:
+        return {
+            "task_id": self.task.task_id,
+            "role": agent,
+            "turn": self.turn,
+            "score": self.score,
+            "team_return": self.team_return,
+            "reward_mode": self.reward_mode,
+            "magrpo_reward": assessment.magrpo_reward,
+            "reward_components": dict(components),
+            "quality_terms": dict(assessment.quality_terms),
+            "details": dict(assessment.details),
+            "action": {
+                "problems": list(parsed.problems),
+                "done": parsed.done,
+                "messages_sent": len(parsed.messages),
+                "truncated": sanitized.truncated,
+                "original_length": sanitized.original_length,
+                "invalid_unicode_replaced": sanitized.invalid_unicode_replaced,
+            },
+            "end_reason": self.end_reason,
+            "reward": reward,
+        }
+
+    def _known(self, agent: str) -> str:
+        if agent not in self.roles:
+            raise ValueError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
+        return agent
+
+    def _require_reset(self) -> None:
+        if self.task is None:
+            raise RuntimeError("call reset() before step() or state()")
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected >= {minimum}, got {value}")
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {tuple(choices)}, got {value!r}")

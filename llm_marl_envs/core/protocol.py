@@ -1,0 +1,96 @@
+"""The action protocol: how one agent's action string becomes a draft, messages and a done flag.
+
+An action is free text. Inside it:
+
+* ``<message>...</message>`` sends the enclosed text to every teammate;
+* ``<message to="ROLE">...</message>`` sends it to one teammate (``to="a,b"`` to several);
+* ``<done/>`` says the agent has finished;
+* everything else, stripped, is the agent's draft of its part.
+
+Parsing never raises on model text. Whatever is wrong (an unclosed tag, an unknown recipient, an empty action) is
+reported in :attr:`ParsedAction.problems`; the env turns problems into a reward cost and an ``infos`` flag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+_MESSAGE = re.compile(r"<message(?P<attrs>[^>]*)>(?P<body>.*?)</message\s*>", re.DOTALL | re.IGNORECASE)
+_TO_ATTR = re.compile(r"""^\s*to\s*=\s*["']?(?P<to>[^"']*)["']?\s*$""", re.IGNORECASE)
+_DONE = re.compile(r"<done\s*/?>", re.IGNORECASE)
+_STRAY_TAG = re.compile(r"</?message\b[^>]*>?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """A message parsed from an action, before it is stamped with a sender and a turn."""
+
+    recipients: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """What one action string means under the protocol."""
+
+    draft: str
+    messages: tuple[OutgoingMessage, ...]
+    done: bool
+    problems: tuple[str, ...]
+
+    @property
+    def is_valid(self) -> bool:
+        """True when the action followed the protocol and said something."""
+        return not self.problems
+
+
+def parse_action(text: str, sender: str, teammates: Collection[str]) -> ParsedAction:
+    """Parse ``text``, written by ``sender``, whose messages may go to ``teammates``.
+
+    Problems reported: ``empty_action``, ``unclosed_message_tag``, ``empty_message``, ``bad_message_attribute``,
+    ``unknown_recipient:NAME``, ``message_to_self``, ``no_teammates``. A message with no valid recipient is dropped.
+    """
+    problems: list[str] = []
+    messages: list[OutgoingMessage] = []
+    for match in _MESSAGE.finditer(text):
+        body = match.group("body").strip()
+        recipients = _recipients(match.group("attrs"), sender, teammates, problems)
+        if not body:
+            problems.append("empty_message")
+        elif recipients:
+            messages.append(OutgoingMessage(recipients=recipients, text=body))
+
+    remainder = _MESSAGE.sub("", text)
+    done = bool(_DONE.search(remainder))
+    remainder = _DONE.sub("", remainder)
+    if _STRAY_TAG.search(remainder):
+        problems.append("unclosed_message_tag")
+        remainder = _STRAY_TAG.sub("", remainder)
+    draft = remainder.strip()
+    if not draft and not messages and not done:
+        problems.append("empty_action")
+    return ParsedAction(draft=draft, messages=tuple(messages), done=done, problems=tuple(problems))
+
+
+def _recipients(attrs: str, sender: str, teammates: Collection[str], problems: list[str]) -> tuple[str, ...]:
+    others = tuple(name for name in teammates if name != sender)
+    if not others:
+        problems.append("no_teammates")
+        return ()
+    if not attrs.strip():
+        return others
+    match = _TO_ATTR.match(attrs)
+    if match is None:
+        problems.append("bad_message_attribute")
+        return ()
+    chosen: list[str] = []
+    for name in (part.strip() for part in match.group("to").split(",")):
+        if name == sender:
+            problems.append("message_to_self")
+        elif name not in others:
+            problems.append(f"unknown_recipient:{name}")
+        elif name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)

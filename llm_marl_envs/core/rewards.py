@@ -1,0 +1,90 @@
+"""The joint reward: one value for the whole team, built from named components.
+
+Team score of the drafts after turn ``t`` (``q`` quality, ``c`` consistency, both in [0, 1]):
+
+    S_t = w_q * q_t + w_c * c_t
+
+Joint reward of step ``t`` (``reward_mode="joint"``, the default), with ``S_0 = 0``:
+
+    r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t
+
+The score enters as a difference (potential-based shaping, Ng et al. 1999), so the undiscounted return telescopes to
+exactly the episode-level objective
+
+    R = w_q * quality + w_c * consistency - w_t * turns - w_m * message_tokens - w_inv * invalid_actions
+
+of the final drafts: quality and consistency are paid once, not once per turn, so dragging an episode out never pays,
+while every turn, message token and malformed action costs. Each component is reported in ``infos``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+REWARD_MODES: tuple[str, ...] = ("joint", "magrpo")
+"""``joint``: the shaped joint reward above. ``magrpo``: each step pays the absolute MAGRPO reward of that turn's
+outputs, as in the MAGRPO paper's multi-turn setting (its rewards are task-specific; see each env)."""
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights of the joint reward. All must be finite and non-negative."""
+
+    quality: float = 1.0
+    """w_q: weight of task quality (test pass rate for code, reference-free checks for writing)."""
+    consistency: float = 0.5
+    """w_c: weight of coordination consistency (semantic similarity between the agents' contributions)."""
+    turn: float = 0.05
+    """w_t: cost of each turn (latency, i.e. task completion time)."""
+    message_token: float = 0.001
+    """w_m: cost per whitespace token of messages sent between agents."""
+    invalid_action: float = 0.05
+    """w_inv: cost per action that broke the protocol (empty, unclosed tag, unknown recipient...)."""
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"RewardWeights.{name}: expected a number, got {type(value).__name__}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"RewardWeights.{name}: expected a finite number >= 0, got {value!r}")
+
+    @classmethod
+    def from_value(cls, value: RewardWeights | dict | None) -> RewardWeights:
+        """Accept an instance, a dict of field overrides, or ``None`` (defaults)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            unknown = set(value) - set(asdict(cls()))
+            if unknown:
+                raise ValueError(f"reward_weights: unknown keys {sorted(unknown)}; known: {sorted(asdict(cls()))}")
+            return cls(**value)
+        raise TypeError(f"reward_weights: expected RewardWeights, dict or None, got {type(value).__name__}")
+
+
+def team_score(quality: float, consistency: float, weights: RewardWeights) -> float:
+    """S = w_q * quality + w_c * consistency."""
+    return weights.quality * quality + weights.consistency * consistency
+
+
+def joint_step_reward(
+    score: float, previous_score: float, message_tokens: int, invalid_actions: int, weights: RewardWeights
+) -> float:
+    """r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t (see module docstring)."""
+    return (
+        (score - previous_score)
+        - weights.turn
+        - weights.message_token * message_tokens
+        - weights.invalid_action * invalid_actions
+    )
+
+
+def bounded_length_score(length: int, low: int, high: int) -> float:
+    """1 inside [low, high]; rises linearly from 0 below ``low``; falls linearly to 0 at ``2 * high`` above it."""
+    if low <= length <= high:
+        return 1.0
+    if length < low:
+        return length / low if low > 0 else 0.0
+    return max(0.0, 1.0 - (length - high) / high)

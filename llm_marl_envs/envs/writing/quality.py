@@ -1,0 +1,95 @@
+"""Reference-free quality of a team's writing, and the per-agent feedback that explains it.
+
+Quality is the mean of these terms, each in [0, 1]:
+
+* ``length`` — mean over roles of how well each part's word count fits its range (:data:`roles.PART_SPECS`):
+  1 inside, linear towards 0 outside (:func:`~llm_marl_envs.core.rewards.bounded_length_score`);
+* ``length_ratio`` — with both parts of the style's pair present, how well longer/shorter word counts fit
+  :data:`roles.LENGTH_RATIO_BOUNDS` (a detailed summary 2–6x the concise one; balanced arXiv paragraphs);
+* ``coverage`` — similarity between the source and all parts together (the similarity backend of the env);
+* ``unique_words`` — distinct words / words over all parts (1 = no repetition); 0 for no words;
+* ``structure`` — for roles with a structure rule, the fraction of rules met (bullets, one line).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from llm_marl_envs.core.rewards import bounded_length_score
+from llm_marl_envs.core.similarity import SimilarityModel
+from llm_marl_envs.envs.writing.roles import LENGTH_RATIO_BOUNDS, PART_SPECS, PartSpec
+
+_WORD = re.compile(r"\b[\w'-]+\b")
+_BULLET = re.compile(r"^\s*([-*•]|\d+[.)])\s+\S")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of ``text``."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def structure_ok(text: str, rule: str | None) -> bool:
+    """Whether ``text`` follows the structure ``rule`` (``None`` always holds)."""
+    if rule is None:
+        return True
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if rule == "bullets":
+        return 3 <= len(lines) <= 5 and all(_BULLET.match(line) for line in lines)
+    if rule == "one_line":
+        return len(lines) == 1
+    raise ValueError(f"unknown structure rule {rule!r}")
+
+
+def ratio_score(ratio: float, low: float, high: float) -> float:
+    """1 inside [low, high]; ratio/low below; high/ratio above (symmetric in log space around the band)."""
+    if low <= ratio <= high:
+        return 1.0
+    return ratio / low if ratio < low else high / ratio
+
+
+def quality_terms(style: str, source: str, drafts: Mapping[str, str], similarity: SimilarityModel) -> dict[str, float]:
+    """The quality terms of ``drafts`` (role -> text) written from ``source`` in ``style``."""
+    specs = {role: PART_SPECS[style][role] for role in drafts}
+    counts = {role: len(words(text)) for role, text in drafts.items()}
+    terms = {"length": sum(bounded_length_score(counts[r], s.min_words, s.max_words) for r, s in specs.items())}
+    terms["length"] /= len(specs)
+
+    shorter, longer, low, high = LENGTH_RATIO_BOUNDS[style]
+    if shorter in drafts and longer in drafts:
+        terms["length_ratio"] = ratio_score(counts[longer] / counts[shorter], low, high) if counts[shorter] else 0.0
+
+    combined = "\n\n".join(text for text in drafts.values() if text.strip())
+    terms["coverage"] = float(similarity.matrix([source, combined])[0, 1]) if combined else 0.0
+    all_words = words(combined)
+    terms["unique_words"] = len(set(all_words)) / len(all_words) if all_words else 0.0
+
+    ruled = {r: s for r, s in specs.items() if s.structure}
+    if ruled:
+        terms["structure"] = sum(structure_ok(drafts[r], s.structure) for r, s in ruled.items()) / len(ruled)
+    return terms
+
+
+def quality(terms: Mapping[str, float]) -> float:
+    """Quality = mean of the terms."""
+    return sum(terms.values()) / len(terms)
+
+
+def part_feedback(text: str, spec: PartSpec) -> str:
+    """Feedback on one part: its length against the target, repetition and structure."""
+    if not text.strip():
+        return "Your draft is empty: write your part."
+    tokens = words(text)
+    lines = [f"Length: {len(tokens)} words (target {spec.min_words}-{spec.max_words})."]
+    if len(tokens) < spec.min_words:
+        lines.append("Too short: add content.")
+    elif len(tokens) > spec.max_words:
+        lines.append("Too long: cut it down.")
+    unique = len(set(tokens)) / len(tokens) if tokens else 0.0
+    if unique < 0.5:
+        lines.append(f"Repetitive: only {unique:.0%} of words are distinct.")
+    if not structure_ok(text, spec.structure):
+        lines.append(
+            {"bullets": "Use 3-5 lines, each starting with '- '.", "one_line": "Use a single line."}[spec.structure]
+        )
+    return " ".join(lines)

@@ -1,0 +1,91 @@
+"""Source documents for the writing env.
+
+* ``"news"`` (default, offline): the 300 Lee news articles (Lee, Pincombe & Welsh, 2005) that ship inside gensim's
+  wheel as ``gensim/test/test_data/lee_background.cor``, read from the installed package (gensim is not imported).
+* ``"tldr"``: Reddit posts of ``trl-lib/tldr`` (MAGRPO's TLDR task) through ``datasets``; needs network once.
+* ``"arxiv"``: abstracts of ``OpenMLRL/arXiv_abstract`` (MAGRPO's arXiv task) through ``datasets``.
+* any path to a ``.jsonl`` file with one object per line: ``source`` (required; ``text``/``abstract``/``prompt``
+  are accepted too), optional ``task_id``, ``title`` and ``split``.
+
+Splits: records without a split go to ``eval`` by a stable hash of their id (about 20%); hub datasets keep theirs.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from llm_marl_envs.core.tasks import Task, TaskSource, load_hub_dataset, read_jsonl, record_split
+
+SOURCE_FIELDS: tuple[str, ...] = ("source", "text", "abstract", "prompt")
+NEWS_FILE = ("test", "test_data", "lee_background.cor")
+HUB_DATASETS: dict[str, str] = {"tldr": "trl-lib/tldr", "arxiv": "OpenMLRL/arXiv_abstract"}
+
+
+def news_corpus_path() -> Path:
+    """Path of the Lee news corpus inside the installed gensim package."""
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the 'news' dataset reads gensim's packaged corpus: pip install gensim")
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*NEWS_FILE)
+    if not path.is_file():
+        raise FileNotFoundError(f"gensim is installed but its news corpus is missing: {path}")
+    return path
+
+
+def load_news() -> TaskSource:
+    """The 300 Lee news articles, one task each (``news/000`` ...)."""
+    lines = news_corpus_path().read_text(encoding="utf-8", errors="replace").splitlines()
+    articles = [line.strip() for line in lines if line.strip()]
+    return TaskSource("news", (_task(f"news/{i:03d}", {"source": text}) for i, text in enumerate(articles)))
+
+
+def tasks_from_records(name: str, records: Iterable[Mapping[str, Any]]) -> TaskSource:
+    """Build a source from records carrying one of ``SOURCE_FIELDS`` (and optional task_id/title/split)."""
+    tasks = []
+    for index, record in enumerate(records):
+        text = next((record[f] for f in SOURCE_FIELDS if isinstance(record.get(f), str) and record[f].strip()), None)
+        if text is None:
+            raise KeyError(f"{name} record {index}: expected a non-empty text field among {SOURCE_FIELDS}")
+        task_id = str(record.get("task_id", f"{name}/{index}"))
+        fields = {"source": text.strip()}
+        if record.get("title"):
+            fields["title"] = str(record["title"])
+        tasks.append(Task(task_id, record_split(record, task_id), fields))
+    return TaskSource(name, tasks)
+
+
+def load_hub(name: str) -> TaskSource:
+    """A MAGRPO writing dataset from the hub (``"tldr"`` or ``"arxiv"``); train and validation/test splits."""
+    records = []
+    for hub_split, split in (("train", "train"), ("validation", "eval"), ("test", "eval")):
+        try:
+            rows = load_hub_dataset(HUB_DATASETS[name], hub_split)
+        except ValueError:  # the dataset has no such split
+            continue
+        for index, row in enumerate(rows):
+            text = str(row.get("prompt") or row.get("abstract") or row.get("text") or "")
+            text = text.rsplit("TL;DR:", 1)[0] if name == "tldr" else text
+            records.append({"task_id": f"{name}/{hub_split}/{index}", "source": text, "split": split})
+    return tasks_from_records(name, records)
+
+
+@functools.lru_cache(maxsize=8)
+def load_writing_tasks(dataset: str) -> TaskSource:
+    """Load (once per process) the writing dataset named ``dataset`` (see module docstring)."""
+    if not isinstance(dataset, str):
+        raise TypeError(f"dataset: expected str, got {type(dataset).__name__}")
+    if dataset == "news":
+        return load_news()
+    if dataset in HUB_DATASETS:
+        return load_hub(dataset)
+    if dataset.endswith(".jsonl") or Path(dataset).is_file():
+        return tasks_from_records(Path(dataset).stem, read_jsonl(dataset))
+    raise ValueError(f"dataset: expected 'news', 'tldr', 'arxiv' or a .jsonl path, got {dataset!r}")
+
+
+def _task(task_id: str, fields: dict[str, Any]) -> Task:
+    return Task(task_id, record_split({}, task_id), fields)

@@ -1,0 +1,25 @@
+"""Collaborative writing, version 0: ``env()``, ``parallel_env()`` and ``raw_env``.
+
+The documentation card is the docstring of :mod:`llm_marl_envs.envs.writing.env`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pettingzoo import AECEnv
+from pettingzoo.utils import parallel_to_aec
+
+from llm_marl_envs.envs.writing.env import WritingEnv
+
+raw_env = WritingEnv
+
+
+def parallel_env(**kwargs: Any) -> WritingEnv:
+    """The writing env as a PettingZoo ParallelEnv (keyword arguments: see the card)."""
+    return WritingEnv(**kwargs)
+
+
+def env(**kwargs: Any) -> AECEnv:
+    """The writing env through the AEC API (``parallel_to_aec``, which adds order enforcing)."""
+    return parallel_to_aec(parallel_env(**kwargs))

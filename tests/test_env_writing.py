@@ -1,0 +1,105 @@
+"""The writing env's tasks, quality terms and consistency on hand-made drafts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from envs_helpers import ARTICLE_ACTIONS, writing_env
+
+from llm_marl_envs.core.similarity import make_similarity, mean_pairwise_similarity
+from llm_marl_envs.envs.writing.quality import quality_terms, structure_ok
+from llm_marl_envs.envs.writing.tasks import load_writing_tasks
+
+NEWS_TASK = "news/000"
+
+
+def test_news_corpus_is_300_real_articles_with_a_stable_split() -> None:
+    source = load_writing_tasks("news")
+    assert len(source) == 300
+    assert len(source.ids("train")) + len(source.ids("eval")) == 300
+    assert 40 <= len(source.ids("eval")) <= 80
+    assert "Hill Top" in source.get(NEWS_TASK)["source"]
+
+
+def _score(env, actions: dict[str, str]) -> dict:
+    env.reset(seed=0, options={"task_id": NEWS_TASK})
+    _, _, _, _, infos = env.step({a: actions[a] for a in env.agents})
+    return next(iter(infos.values()))
+
+
+def test_good_summaries_beat_bad_ones() -> None:
+    env = writing_env(num_agents=4)
+    good = _score(env, ARTICLE_ACTIONS)
+    bad = _score(env, {a: "the the the the" for a in env.possible_agents})
+    assert good["reward_components"]["quality"] > bad["reward_components"]["quality"] + 0.3
+    assert good["quality_terms"]["structure"] == 1.0
+    assert bad["quality_terms"]["structure"] == 0.5  # a one-line headline, but no bullet list
+    assert good["quality_terms"]["length_ratio"] == 1.0
+    assert bad["quality_terms"]["unique_words"] == 1 / 16  # one distinct word in 16
+
+
+@pytest.mark.parametrize("backend", ["tfidf", "minilm"])
+def test_identical_contributions_have_maximal_consistency(backend: str) -> None:
+    model = make_similarity(backend)
+    text = ARTICLE_ACTIONS["detailed"]
+    assert mean_pairwise_similarity([text, text, text], model) == pytest.approx(1.0)
+    unrelated = mean_pairwise_similarity([text, "Quarterly earnings of the chip maker rose."], model)
+    assert unrelated < 0.5
+    assert mean_pairwise_similarity([text, ""], model) == 0.0
+    env = writing_env(num_agents=2, similarity=backend)
+    info = _score(env, {"concise": text, "detailed": text})
+    assert info["reward_components"]["consistency"] == pytest.approx(1.0)
+
+
+def test_minilm_rates_paraphrases_above_unrelated_text() -> None:
+    model = make_similarity("minilm")
+    paraphrase = mean_pairwise_similarity(
+        ["A fire forced people out of their homes.", "Residents fled a blaze."], model
+    )
+    unrelated = mean_pairwise_similarity(["A fire forced people out of their homes.", "Shares rose on Monday."], model)
+    assert paraphrase > unrelated + 0.2
+
+
+def test_feedback_explains_length_and_structure() -> None:
+    env = writing_env(num_agents=3)
+    env.reset(seed=0, options={"task_id": NEWS_TASK})
+    obs, *_ = env.step({"concise": "Too short.", "detailed": ARTICLE_ACTIONS["detailed"], "key_points": "one line"})
+    assert "Length: 2 words (target 15-40). Too short" in obs["concise"]
+    assert "Use 3-5 lines, each starting with '- '." in obs["key_points"]
+
+
+def test_structure_rules() -> None:
+    assert structure_ok("- a\n- b\n* c", "bullets")
+    assert not structure_ok("- a\n- b", "bullets")
+    assert structure_ok("A headline", "one_line") and not structure_ok("two\nlines", "one_line")
+
+
+def test_quality_terms_for_solo_have_no_ratio() -> None:
+    terms = quality_terms("tldr", "source text here", {"solo": "source text here"}, make_similarity("tfidf"))
+    assert set(terms) == {"length", "coverage", "unique_words"}
+    assert terms["coverage"] == pytest.approx(1.0)
+
+
+def test_arxiv_style_from_a_local_jsonl(tmp_path) -> None:
+    path = tmp_path / "abstracts.jsonl"
+    rows = [
+        {"task_id": f"paper/{i}", "abstract": f"We study problem {i} and propose a method.", "title": f"P{i}"}
+        for i in range(12)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    env = writing_env(num_agents=4, style="arxiv", dataset=str(path))
+    obs, _ = env.reset(seed=0)
+    assert env.possible_agents == ["background", "method", "limitations", "title"]
+    assert "We study problem" in obs["background"] and "Title: P" in obs["background"]
+
+
+def test_broken_jsonl_gives_clear_errors(tmp_path) -> None:
+    bad_json = tmp_path / "bad.jsonl"
+    bad_json.write_text('{"source": "ok"}\n{not json}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: invalid JSON"):
+        writing_env(dataset=str(bad_json))
+    no_text = tmp_path / "no_text.jsonl"
+    no_text.write_text('{"title": "only a title"}\n', encoding="utf-8")
+    with pytest.raises(KeyError, match=r"expected a non-empty text field"):
+        writing_env(dataset=str(no_text))
