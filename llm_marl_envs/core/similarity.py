@@ -15,7 +15,6 @@ Two backends behind one small interface:
 from __future__ import annotations
 
 import importlib.util
-import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
@@ -130,10 +129,17 @@ def make_similarity(backend: str = "auto") -> SimilarityModel:
     return _SHARED[backend]
 
 
+def mean_off_diagonal(sims: np.ndarray) -> float:
+    """Mean of the pairwise entries of a similarity matrix; 1.0 for fewer than two texts (nothing can disagree)."""
+    count = sims.shape[0]
+    if count < 2:
+        return 1.0
+    upper = np.triu_indices(count, k=1)
+    return float(np.mean(sims[upper]))
+
+
 def mean_pairwise_similarity(texts: Sequence[str], model: SimilarityModel) -> float:
-    """Mean similarity over all pairs of ``texts``; 1.0 for fewer than two texts (nothing can disagree)."""
+    """Mean similarity over all pairs of ``texts``; 1.0 for fewer than two texts."""
     if len(texts) < 2:
         return 1.0
-    sims = model.matrix(texts)
-    pairs = list(itertools.combinations(range(len(texts)), 2))
-    return float(np.mean([sims[i, j] for i, j in pairs]))
+    return mean_off_diagonal(model.matrix(texts))

@@ -58,9 +58,9 @@ from typing import Any, ClassVar
 
 from llm_marl_envs.core.base_env import Assessment, CollaborativeTextEnv
 from llm_marl_envs.core.rewards import RewardWeights
-from llm_marl_envs.core.similarity import make_similarity, mean_pairwise_similarity
+from llm_marl_envs.core.similarity import make_similarity, mean_off_diagonal
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
-from llm_marl_envs.envs.writing.quality import part_feedback, quality, quality_terms
+from llm_marl_envs.envs.writing.quality import combined_text, part_feedback, quality, quality_terms
 from llm_marl_envs.envs.writing.roles import PART_SPECS, writing_team
 from llm_marl_envs.envs.writing.tasks import load_writing_tasks
 
@@ -112,11 +112,14 @@ class WritingEnv(CollaborativeTextEnv):
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:
         """Score the parts: reference-free quality, pairwise consistency, per-role feedback."""
-        terms = quality_terms(self.style, self.task["source"], drafts, self.similarity)
+        # One similarity call for coverage and consistency: [source, whole piece, part 1, ..., part n].
+        combined = combined_text(drafts)
+        sims = self.similarity.matrix([self.task["source"], combined, *drafts.values()])
+        terms = quality_terms(self.style, drafts, coverage=float(sims[0, 1]) if combined else 0.0)
         specs = PART_SPECS[self.style]
         return Assessment(
             quality=quality(terms),
-            consistency=mean_pairwise_similarity(list(drafts.values()), self.similarity),
+            consistency=mean_off_diagonal(sims[2:, 2:]),
             quality_terms=terms,
             feedback={role: part_feedback(text, specs[role]) for role, text in drafts.items()},
             magrpo_reward=self._magrpo(drafts),

@@ -17,7 +17,6 @@ import re
 from collections.abc import Mapping
 
 from llm_marl_envs.core.rewards import bounded_length_score
-from llm_marl_envs.core.similarity import SimilarityModel
 from llm_marl_envs.envs.writing.roles import LENGTH_RATIO_BOUNDS, PART_SPECS, PartSpec
 
 _WORD = re.compile(r"\b[\w'-]+\b")
@@ -48,8 +47,13 @@ def ratio_score(ratio: float, low: float, high: float) -> float:
     return ratio / low if ratio < low else high / ratio
 
 
-def quality_terms(style: str, source: str, drafts: Mapping[str, str], similarity: SimilarityModel) -> dict[str, float]:
-    """The quality terms of ``drafts`` (role -> text) written from ``source`` in ``style``."""
+def combined_text(drafts: Mapping[str, str]) -> str:
+    """All non-empty parts joined: the team's whole piece."""
+    return "\n\n".join(text for text in drafts.values() if text.strip())
+
+
+def quality_terms(style: str, drafts: Mapping[str, str], coverage: float) -> dict[str, float]:
+    """The quality terms of ``drafts`` (role -> text) in ``style``, given the source ``coverage`` similarity."""
     specs = {role: PART_SPECS[style][role] for role in drafts}
     counts = {role: len(words(text)) for role, text in drafts.items()}
     terms = {"length": sum(bounded_length_score(counts[r], s.min_words, s.max_words) for r, s in specs.items())}
@@ -59,9 +63,8 @@ def quality_terms(style: str, source: str, drafts: Mapping[str, str], similarity
     if shorter in drafts and longer in drafts:
         terms["length_ratio"] = ratio_score(counts[longer] / counts[shorter], low, high) if counts[shorter] else 0.0
 
-    combined = "\n\n".join(text for text in drafts.values() if text.strip())
-    terms["coverage"] = float(similarity.matrix([source, combined])[0, 1]) if combined else 0.0
-    all_words = words(combined)
+    terms["coverage"] = coverage
+    all_words = words(combined_text(drafts))
     terms["unique_words"] = len(set(all_words)) / len(all_words) if all_words else 0.0
 
     ruled = {r: s for r, s in specs.items() if s.structure}

@@ -1,0 +1,136 @@
+"""The coding env: tasks, program assembly, and rewards on hand-made code run by the real executor."""
+
+from __future__ import annotations
+
+import pytest
+from envs_helpers import coding_env
+
+from llm_marl_envs.envs.coding.program import (
+    assemble_program,
+    calls_function,
+    extract_asserts,
+    extract_code,
+    prompt_preamble,
+)
+from llm_marl_envs.envs.coding.tasks import load_coding_tasks
+
+TASK = "HumanEval/0"  # has_close_elements(numbers, threshold)
+AUX = """```python
+def aux(a, b):
+    return abs(a - b)
+```"""
+MAIN_CORRECT = """```python
+def has_close_elements(numbers, threshold):
+    for i in range(len(numbers)):
+        for j in range(i + 1, len(numbers)):
+            if aux(numbers[i], numbers[j]) < threshold:
+                return True
+    return False
+```"""
+MAIN_WRONG = """```python
+def has_close_elements(numbers, threshold):
+    return False
+```"""
+
+
+def test_humaneval_loads_164_problems_with_split_tests() -> None:
+    source = load_coding_tasks("humaneval")
+    assert len(source) == 164
+    assert len(source.ids("eval")) + len(source.ids("train")) == 164
+    task = source.get(TASK)
+    assert len(task["tests"]) >= 5
+    assert all(test.lstrip().startswith("assert") or "assert" in test for test in task["tests"])
+    assert "candidate" not in " ".join(task["tests"])
+    assert 1 <= len(task["visible_tests"]) < len(task["tests"])
+
+
+def _step(env, actions: dict[str, str]) -> dict:
+    env.reset(seed=0, options={"task_id": TASK})
+    _, _, _, _, infos = env.step(actions)
+    return infos
+
+
+def test_correct_team_program_scores_higher_than_wrong() -> None:
+    env = coding_env(num_agents=2)
+    good = _step(env, {"aux": AUX, "main": MAIN_CORRECT})["main"]
+    bad = _step(env, {"aux": AUX, "main": MAIN_WRONG})["main"]
+    assert good["quality_terms"]["pass_rate"] == 1.0
+    assert good["quality_terms"]["aux_usage"] == 1.0
+    assert 0.0 < bad["quality_terms"]["pass_rate"] < 1.0
+    assert bad["quality_terms"]["aux_usage"] == 0.0
+    assert good["reward_components"]["quality"] == pytest.approx(1.0)
+    assert good["reward_components"]["quality"] > bad["reward_components"]["quality"] + 0.2
+    assert good["details"]["tests"]["passed"] == good["details"]["tests"]["total"]
+    assert good["details"]["code_metrics"]["max_complexity"] >= 3
+
+
+def test_syntax_errors_and_missing_functions_are_scored_and_explained() -> None:
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    obs, _, _, _, infos = env.step({"aux": "def aux(:\n  pass", "main": "print('no function here')"})
+    terms = infos["main"]["quality_terms"]
+    assert terms == {"pass_rate": 0.0, "syntax": 0.0, "structure": 0.0, "aux_usage": 0.0}
+    assert "Syntax error in your code: line 1" in obs["aux"]
+    assert "Your code must define `has_close_elements`" in obs["main"]
+
+
+def test_visible_test_feedback_reaches_the_authors() -> None:
+    env = coding_env(num_agents=4)
+    env.reset(seed=0, options={"task_id": TASK})
+    tester = (
+        "```python\nassert has_close_elements([1.0, 2.0], 0.5) is False\nassert has_close_elements([1.0], 1.0)\n```"
+    )
+    obs, _, _, _, infos = env.step({"aux": AUX, "main": MAIN_WRONG, "tester": tester, "reviewer": "Check pairs."})
+    assert "Visible tests on the team's program:" in obs["main"] and ": failed" in obs["reviewer"]
+    assert "2 asserts found; 1 pass on the team's program." in obs["tester"]
+    # the reference solution passes the first assert and fails the second: half the tester's asserts are valid
+    assert infos["tester"]["quality_terms"]["tester_validity"] == 0.5
+
+
+def test_hostile_program_is_contained_and_scored_zero() -> None:
+    env = coding_env(num_agents=1, timeout_s=2.0)
+    env.reset(seed=0, options={"task_id": TASK})
+    _, _, _, _, infos = env.step({"solo": "def has_close_elements(n, t):\n    while True:\n        pass"})
+    assert infos["solo"]["quality_terms"]["pass_rate"] == 0.0
+    assert infos["solo"]["details"]["tests"]["timed_out"]
+
+
+def test_decomposable_set_has_helper_hints() -> None:
+    source = load_coding_tasks("decomposable")
+    assert len(source) >= 60
+    task = source.get(source.ids()[0])
+    assert task["helper_hint"] and task["reference_solution"]
+    env = coding_env(num_agents=2, dataset="decomposable")
+    obs, _ = env.reset(seed=0)
+    assert "A helper that would help:" in obs["aux"] and "A helper that would help:" not in obs["main"]
+
+
+def test_program_helpers() -> None:
+    assert extract_code("text\n```python\nx = 1\n```\nmore\n```\ny = 2\n```") == "x = 1\n\ny = 2"
+    assert extract_code("x = 1") == "x = 1"
+    assert extract_code("```python\ndef f():\n    return 1") == "def f():\n    return 1"  # unclosed fence
+    assert calls_function("def aux(): pass\ndef f():\n    return aux()", "f", "aux")
+    assert not calls_function("def f(:", "f", "aux")
+    assert extract_asserts("assert f(1) == 2\nx = 3\nassert f(2)") == ["assert f(1) == 2", "assert f(2)"]
+    assert prompt_preamble("from typing import List\n\ndef f(x: List[int]) -> int:\n    '''doc'''\n", "f") == (
+        "from typing import List"
+    )
+    parts = assemble_program("import math", "def aux(): pass", "def f(): return aux()")
+    assert parts.program == "import math\n\ndef aux(): pass\n\ndef f(): return aux()\n"
+
+
+def test_jsonl_dataset_in_humaneval_schema(tmp_path) -> None:
+    path = tmp_path / "mine.jsonl"
+    path.write_text(
+        '{"task_id": "t/0", "prompt": "def inc(x):\\n", "entry_point": "inc", '
+        '"tests": ["assert inc(1) == 2", "assert inc(-1) == 0"], "canonical_solution": "    return x + 1\\n"}\n',
+        encoding="utf-8",
+    )
+    env = coding_env(num_agents=1, dataset=str(path))
+    env.reset(seed=0)
+    _, _, _, _, infos = env.step({"solo": "def inc(x):\n    return x + 1"})
+    assert infos["solo"]["quality_terms"]["pass_rate"] == 1.0
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"task_id": "t/0", "prompt": "def inc(x):\\n"}\n', encoding="utf-8")
+    with pytest.raises(KeyError, match=r"missing fields \['entry_point'\]"):
+        coding_env(dataset=str(broken))
