@@ -20,7 +20,7 @@ while every turn, message token and malformed action costs. Each component is re
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 REWARD_MODES: tuple[str, ...] = ("joint", "magrpo")
 """``joint``: the shaped joint reward above. ``magrpo``: each step pays the absolute MAGRPO reward of that turn's
@@ -88,3 +88,16 @@ def bounded_length_score(length: int, low: int, high: int) -> float:
     if length < low:
         return length / low if low > 0 else 0.0
     return max(0.0, 1.0 - (length - high) / high)
+
+
+@dataclass(frozen=True)
+class MagrpoReward:
+    """One MAGRPO reward: the ``total`` and its per-level / per-term breakdown (``levels``, for infos).
+
+    ``maximum`` is the formula's nominal maximum; ``levels_passed`` counts the gates passed before scoring stopped.
+    """
+
+    total: float
+    levels: dict[str, float] = field(default_factory=dict)
+    maximum: float = 0.0
+    levels_passed: int = 0
