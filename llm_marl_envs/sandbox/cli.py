@@ -1,0 +1,86 @@
+"""``llm-marl sandbox``: build the image, check the engine, remove orphaned containers."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``sandbox`` command and its subcommands to the ``llm-marl`` parser."""
+    parser = subparsers.add_parser("sandbox", help="the Docker unit-test sandbox: build-image, check, clean")
+    commands = parser.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND", required=True)
+
+    build = commands.add_parser("build-image", help="build the sandbox image (offline with debootstrap by default)")
+    build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"image tag (default {DEFAULT_IMAGE})")
+    build.add_argument("--base-image", default=None, help="build FROM this image (e.g. python:3.11-slim) instead")
+    build.add_argument("--if-missing", action="store_true", help="do nothing when the tag already exists")
+    build.set_defaults(func=build_image_command)
+
+    check = commands.add_parser("check", help="print the engine version and image, then run a self-test")
+    check.add_argument("--image", default=DEFAULT_IMAGE)
+    check.set_defaults(func=check_command)
+
+    clean = commands.add_parser("clean", help="remove sandbox containers whose owner process is gone")
+    clean.add_argument("--all", action="store_true", help="remove every sandbox container, live owners included")
+    clean.set_defaults(func=clean_command)
+
+
+def build_image_command(args: argparse.Namespace) -> int:
+    """``sandbox build-image``."""
+    from llm_marl_envs.sandbox.image import build_image, image_exists
+
+    if args.if_missing and image_exists(args.tag):
+        print(f"{args.tag} already exists")
+        return 0
+    build_image(args.tag, args.base_image)
+    print(f"built {args.tag}")
+    return 0
+
+
+def check_command(args: argparse.Namespace) -> int:
+    """``sandbox check``: engine, image, and a self-test (a pass, a failure and a timeout must come out right)."""
+    from llm_marl_envs.sandbox.docker_backend import DockerExecutor
+    from llm_marl_envs.sandbox.image import docker_client, image_exists
+    from llm_marl_envs.sandbox.types import SandboxError, SandboxLimits
+
+    try:
+        client = docker_client()
+    except Exception as exc:
+        print(f"engine: not reachable ({exc})")
+        return 1
+    print(f"engine: Docker {client.version().get('Version', '?')}")
+    present = image_exists(args.image, client)
+    print(f"image: {args.image} {'present' if present else 'MISSING (run `llm-marl sandbox build-image`)'}")
+    if not present:
+        return 1
+    try:
+        executor = DockerExecutor(SandboxLimits(timeout_s=1.0), image=args.image, client=client, pool_size=1)
+    except SandboxError as exc:
+        print(f"self-test: cannot start ({exc})")
+        return 1
+    cases = [
+        ("passing program", "def f(x):\n    return x + 1", "passed"),
+        ("failing program", "def f(x):\n    return x", "failed"),
+        ("endless program", "def f(x):\n    while True:\n        pass", "timeout"),
+    ]
+    ok = True
+    with executor:
+        for name, code, expected in cases:
+            report = executor.run(code, ["assert f(1) == 2"])
+            status = report.outcomes[0].status
+            ok &= status == expected
+            print(f"self-test {name}: {status} (expected {expected}, {report.duration_s:.3f} s)")
+    print("self-test:", "ok" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+def clean_command(args: argparse.Namespace) -> int:
+    """``sandbox clean``."""
+    from llm_marl_envs.sandbox.docker_backend import remove_orphans
+
+    removed = remove_orphans(everything=args.all)
+    print(f"removed {len(removed)} sandbox container(s)")
+    return 0

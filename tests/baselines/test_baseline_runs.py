@@ -1,0 +1,138 @@
+"""The five collaboration baselines complete episodes on both envs at 2–4 agents, with the scripted policy and with
+the default model (short real runs), and each shows agents exactly what its definition allows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from baseline_helpers import ENV_KWARGS, default_model
+
+from baselines import prompts
+from baselines.collaboration import BASELINES, PLAIN, EpisodeResult, draft_part, get_baseline, run_episodes
+from baselines.policies import ActionRequest, GenerationSettings
+from baselines.policies.local import LocalModelPolicy
+from baselines.policies.scripted import ScriptedPolicy
+
+SETTINGS = GenerationSettings(temperature=0.7, max_new_tokens=16, seed=0)
+EXPECTED_TURNS = {"single_agent": 1, "naive_concatenation": 1, "sequential_pipeline": 1,
+                  "one_round_discussion": 2, "prompt_collaboration": 2}  # scripted agents finish at turn 2
+
+
+def run(name: str, env: str, policy: object, num_agents: int = 2, seeds: tuple[int, ...] = (0, 1),
+        **kwargs: object) -> list[EpisodeResult]:
+    return run_episodes(name, env, policy, SETTINGS, seeds=seeds, num_agents=num_agents,  # type: ignore[arg-type]
+                        env_kwargs=ENV_KWARGS[env], **kwargs)  # type: ignore[arg-type]
+
+
+def test_registry_has_the_five_baselines() -> None:
+    assert list(BASELINES) == ["single_agent", "naive_concatenation", "sequential_pipeline",
+                               "one_round_discussion", "prompt_collaboration"]
+    assert get_baseline("plain") is PLAIN
+    with pytest.raises(ValueError, match=r"baseline: expected one of \('single_agent'"):
+        get_baseline("telepathy")
+    with pytest.raises(ValueError, match=r"env: expected one of \('writing', 'coding'\), got 'chess'"):
+        run_episodes("single_agent", "chess", ScriptedPolicy(), SETTINGS)
+    with pytest.raises(TypeError, match="policy: expected a Policy"):
+        run_episodes("single_agent", "writing", object(), SETTINGS)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("env", ["writing", "coding"])
+@pytest.mark.parametrize("num_agents", [2, 3, 4])
+@pytest.mark.parametrize("name", list(BASELINES))
+def test_scripted_episodes_complete(name: str, env: str, num_agents: int) -> None:
+    results = run(name, env, ScriptedPolicy(), num_agents=num_agents)
+    assert len(results) == 2
+    for result in results:
+        expected_agents = 1 if name == "single_agent" else num_agents
+        assert len(result.agents) == expected_agents and set(result.actions) == set(result.agents)
+        assert result.turns == EXPECTED_TURNS[name] and result.end_reason is not None
+        assert result.reward_components["turns"] == result.turns
+        assert all(len(actions) == result.turns for actions in result.actions.values())
+        assert 0.0 <= result.quality <= 1.0 and 0.0 <= result.consistency <= 1.0
+        assert isinstance(result.episode_return, float)
+        json.dumps(result.to_dict())  # JSON-friendly
+    assert results[0].task_id != results[1].task_id or results[0].seed != results[1].seed
+
+
+def _requests(policy: ScriptedPolicy) -> list[ActionRequest]:
+    return [request for batch in policy.calls for request in batch]
+
+
+def test_naive_concatenation_agents_never_see_teammates() -> None:
+    policy = ScriptedPolicy(lambda r: f"part written by {r.agent} alone")
+    (result,) = run("naive_concatenation", "writing", policy, num_agents=3, seeds=(0,))
+    requests = _requests(policy)
+    assert len(policy.calls) == 1 and len(requests) == 3  # one batched call for the whole team
+    for request in requests:
+        others = [a for a in result.agents if a != request.agent]
+        assert not any(f"written by {other}" in request.observation for other in others)
+        assert prompts.BASELINE_RULES["naive_concatenation"] in request.observation
+        assert request.system == prompts.system_prompt("writing", request.agent)
+    assert result.drafts == {a: f"part written by {a} alone" for a in result.agents}
+
+
+def test_sequential_pipeline_shows_each_agent_the_earlier_outputs() -> None:
+    policy = ScriptedPolicy(lambda r: f"text of {r.agent} <message>private note</message>")
+    (result,) = run("sequential_pipeline", "writing", policy, num_agents=3, seeds=(0,))
+    requests = _requests(policy)
+    assert [r.agent for r in requests] == list(result.agents) and len(policy.calls) == 3
+    assert prompts.SEQUENTIAL_HEADER not in requests[0].observation
+    assert "### concise\ntext of concise" in requests[1].observation
+    assert "### concise\ntext of concise" in requests[2].observation
+    assert "### detailed\ntext of detailed" in requests[2].observation
+    assert "private note" not in requests[2].observation.split(prompts.SEQUENTIAL_HEADER)[1]
+    assert draft_part("a <message>m</message> b <done/>") == "a  b"
+
+
+def test_sequential_pipeline_batches_across_episodes() -> None:
+    policy = ScriptedPolicy()
+    results = run("sequential_pipeline", "writing", policy, num_agents=2, seeds=(0, 1, 2))
+    assert len(results) == 3
+    assert [len(batch) for batch in policy.calls] == [3, 3]  # position 0 of every episode, then position 1
+
+
+def test_one_round_discussion_draft_then_revise_with_teammates_drafts() -> None:
+    policy = ScriptedPolicy(lambda r: f"draft by {r.agent} <done/>")  # a model saying done early changes nothing
+    (result,) = run("one_round_discussion", "writing", policy, num_agents=2, seeds=(0,))
+    first, second = policy.calls
+    assert result.turns == 2 and result.end_reason == "all_done"
+    assert all("Round 1 of 2" in r.observation for r in first)
+    assert all("<done/>" not in a for a in (result.actions["concise"][0], result.actions["detailed"][0]))
+    assert all("Round 2 of 2" in r.observation for r in second)
+    concise_round2 = next(r for r in second if r.agent == "concise")
+    assert "Teammates' current drafts" in concise_round2.observation
+    assert "draft by detailed" in concise_round2.observation
+
+
+def test_prompt_collaboration_runs_multi_turn_dialogue() -> None:
+    turns_seen: list[str] = []
+
+    def chatty(request: ActionRequest) -> str:
+        turns_seen.append(request.agent)  # a new draft every turn, so the team never converges
+        return f"my part ({request.agent}, version {len(turns_seen)}) <message>let us agree on names</message>"
+
+    (result,) = run("prompt_collaboration", "writing", ScriptedPolicy(chatty), num_agents=2, seeds=(0,),
+                    max_turns=4)
+    assert result.turns == 4 and result.end_reason == "max_turns"  # nobody said <done/>: truncated
+    assert result.reward_components["message_tokens"] > 0
+    assert len(turns_seen) == 8
+
+
+def test_single_agent_uses_the_solo_role_on_both_envs() -> None:
+    for env in ("writing", "coding"):
+        (result,) = run("single_agent", env, ScriptedPolicy(), num_agents=4, seeds=(0,))
+        assert result.agents == ("solo",)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("env", ["writing", "coding"])
+@pytest.mark.parametrize("name", list(BASELINES))
+def test_default_model_runs_every_baseline(name: str, env: str) -> None:
+    policy = LocalModelPolicy(loaded=default_model())
+    settings = GenerationSettings(temperature=0.7, max_new_tokens=12, seed=0)
+    results = run_episodes(name, env, policy, settings, seeds=(0,), num_agents=2, env_kwargs=ENV_KWARGS[env])
+    (result,) = results
+    assert 1 <= result.turns <= 3 and result.end_reason is not None
+    assert all(actions and all(isinstance(a, str) for a in actions) for actions in result.actions.values())
+    assert any(a.strip() for actions in result.actions.values() for a in actions)  # the model wrote something

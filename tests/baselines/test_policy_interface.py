@@ -1,0 +1,118 @@
+"""The policy interface, the factory, the scripted backend and the prompts module (no model needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from baselines import prompts
+from baselines.policies import POLICY_KINDS, ActionRequest, GenerationSettings, make_policy
+from baselines.policies.scripted import ScriptedPolicy, extractive_responder, observed_turn
+
+
+def test_generation_settings_defaults_and_round_trip() -> None:
+    settings = GenerationSettings(temperature=0.0, top_p=0.5, max_new_tokens=7, seed=3)
+    assert settings.greedy
+    assert GenerationSettings.from_dict(settings.to_dict()) == settings
+    assert not GenerationSettings().greedy
+    with pytest.raises(AttributeError):
+        settings.temperature = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("values", "error", "fragment"),
+    [
+        ({"temperature": -0.1}, ValueError, "temperature: expected >= 0"),
+        ({"temperature": float("nan")}, TypeError, "temperature: expected a finite number"),
+        ({"temperature": "hot"}, TypeError, "temperature"),
+        ({"top_p": 0.0}, ValueError, "top_p: expected a value in (0, 1]"),
+        ({"top_p": 1.5}, ValueError, "top_p"),
+        ({"max_new_tokens": 0}, ValueError, "max_new_tokens: expected >= 1"),
+        ({"max_new_tokens": 2.5}, TypeError, "max_new_tokens: expected int"),
+        ({"max_new_tokens": True}, TypeError, "max_new_tokens: expected int"),
+        ({"seed": "1"}, TypeError, "seed: expected int or None"),
+    ],
+)
+def test_generation_settings_reject_bad_values(values: dict, error: type, fragment: str) -> None:
+    with pytest.raises(error, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        GenerationSettings(**values)
+
+
+def test_generation_settings_from_dict_rejects_unknown_keys() -> None:
+    with pytest.raises(ValueError, match=r"unknown keys \['temp'\]"):
+        GenerationSettings.from_dict({"temp": 0.5})
+    with pytest.raises(TypeError, match="expected a dict"):
+        GenerationSettings.from_dict([("temperature", 0.5)])  # type: ignore[arg-type]
+
+
+def test_action_request_validation_and_messages() -> None:
+    request = ActionRequest("concise", "observe this")
+    messages = request.messages()
+    assert messages[0] == {"role": "system", "content": prompts.DEFAULT_SYSTEM_PROMPT}
+    assert messages[1] == {"role": "user", "content": "observe this"}
+    assert ActionRequest("a", "o", system="custom").messages()[0]["content"] == "custom"
+    with pytest.raises(TypeError, match="agent: expected a non-empty str"):
+        ActionRequest("", "o")
+    with pytest.raises(TypeError, match="observation of agent 'a': expected str, got bytes"):
+        ActionRequest("a", b"o")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="system prompt"):
+        ActionRequest("a", "o", system=3)  # type: ignore[arg-type]
+
+
+def test_policy_act_validates_batch_and_settings() -> None:
+    policy = ScriptedPolicy()
+    settings = GenerationSettings()
+    assert policy.act([], settings) == []
+    with pytest.raises(TypeError, match="requests: expected a sequence of ActionRequest, got str"):
+        policy.act("hello", settings)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"requests\[1\]: expected ActionRequest, got dict"):
+        policy.act([ActionRequest("a", "o"), {"agent": "b"}], settings)  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="settings: expected GenerationSettings"):
+        policy.act([ActionRequest("a", "o")], {"temperature": 0})  # type: ignore[arg-type]
+
+
+def test_policy_rejects_backend_returning_wrong_count() -> None:
+    class Broken(ScriptedPolicy):
+        def _act(self, requests, settings):  # type: ignore[no-untyped-def]
+            return ["only one"]
+
+    with pytest.raises(RuntimeError, match="returned 1 actions for 2 requests"):
+        Broken().act([ActionRequest("a", "o"), ActionRequest("b", "o")], GenerationSettings())
+
+
+def test_make_policy_registry() -> None:
+    assert set(POLICY_KINDS) == {"scripted", "local", "adapters", "endpoint"}
+    assert isinstance(make_policy("scripted"), ScriptedPolicy)
+    with pytest.raises(ValueError, match=r"policy kind: expected one of \('scripted'"):
+        make_policy("magic")
+    with pytest.raises(TypeError, match="responder: expected a callable"):
+        make_policy("scripted", responder=42)
+
+
+def test_scripted_policy_reads_only_its_observation_and_follows_turns() -> None:
+    writing_obs = "# Role\nTurn 1 of 3. Teammates: detailed.\n\n## Task\nSource text:\n" + "word " * 100
+    coding_obs = "Turn 3 of 3.\n## Task\ndef add(a, b):\n    '''Add.'''\n"
+    policy = ScriptedPolicy()
+    first, last = policy.act(
+        [ActionRequest("concise", writing_obs), ActionRequest("main", coding_obs)], GenerationSettings()
+    )
+    assert first.startswith("word word") and len(first.split("<message>")[0].split()) == 25
+    assert "<message>" in first and "<done/>" not in first
+    assert "def add(a, b):" in last and last.endswith("<done/>")
+    assert observed_turn(writing_obs) == (1, 3)
+    assert observed_turn("no header") == (1, 1)
+    assert policy.calls[0][1].agent == "main"
+    assert "def aux(" in extractive_responder(ActionRequest("aux", coding_obs))
+
+
+def test_prompts_are_per_task_and_role() -> None:
+    assert "`aux`" in prompts.system_prompt("coding", "aux")
+    assert prompts.system_prompt("writing", "concise") == prompts.SYSTEM_PROMPTS["writing"]
+    with pytest.raises(ValueError, match=r"task: expected one of \('writing', 'coding'\), got 'poetry'"):
+        prompts.system_prompt("poetry", "solo")
+    framed = prompts.frame_observation("OBS", "discussion_draft")
+    assert framed.startswith("OBS") and "Round 1 of 2" in framed
+    with pytest.raises(ValueError, match="rule: expected one of"):
+        prompts.frame_observation("OBS", "nope")
+    sequential = prompts.sequential_observation("OBS", {"concise": "first part"})
+    assert prompts.SEQUENTIAL_HEADER in sequential and "### concise\nfirst part" in sequential
+    assert prompts.SEQUENTIAL_HEADER not in prompts.sequential_observation("OBS", {})

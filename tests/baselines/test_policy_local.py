@@ -1,0 +1,93 @@
+"""The local model backend with the real default model (SmolLM2-135M-Instruct, offline), few tokens per call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from baseline_helpers import default_model
+
+from baselines import models
+from baselines.policies import ActionRequest, GenerationSettings, make_policy
+from baselines.policies.local import LocalModelPolicy, encode_prompts, render_prompts
+
+pytestmark = pytest.mark.model
+
+REQUESTS = [
+    ActionRequest("concise", "Summarize in one sentence: the cat sat on the mat all day."),
+    ActionRequest("detailed", "Write one line of Python that adds two numbers."),
+    ActionRequest("headline", "Hi"),
+]
+
+
+def test_default_model_resolves_offline_with_left_padding() -> None:
+    loaded = default_model()
+    assert Path(loaded.source) == models.default_model_cache_dir()
+    assert loaded.tokenizer.padding_side == "left" and loaded.tokenizer.pad_token is not None
+    assert loaded.dtype == "bfloat16" and loaded.device == "cpu"
+    assert str(next(loaded.model.parameters()).dtype) == "torch.bfloat16"
+    marker = json.loads((models.default_model_cache_dir() / "llm_marl_conversion.json").read_text())
+    assert marker["source"].endswith(models.DEFAULT_GGUF_FILE)
+
+
+def test_chat_template_and_long_prompt_truncation() -> None:
+    tokenizer = default_model().tokenizer
+    prompt = render_prompts(tokenizer, [ActionRequest("a", "USER TEXT", system="SYSTEM TEXT")])[0]
+    assert prompt.index("SYSTEM TEXT") < prompt.index("USER TEXT") < prompt.index("<|im_start|>assistant")
+    long_prompt = render_prompts(tokenizer, [ActionRequest("a", "HEAD " + "filler " * 3000 + " TAIL")])[0]
+    (ids,) = encode_prompts(tokenizer, [long_prompt], max_prompt_tokens=200)
+    assert len(ids) == 200
+    text = tokenizer.decode(ids)
+    assert "<|im_start|>system" in text and "HEAD" in text and text.rstrip().endswith("assistant")
+
+
+def test_batched_generation_is_reproducible_and_bounded() -> None:
+    policy = LocalModelPolicy(loaded=default_model(), batch_size=2)  # 3 requests: two generate calls
+    tokenizer = policy.loaded.tokenizer
+    sampled = GenerationSettings(temperature=1.0, top_p=0.95, max_new_tokens=8, seed=11)
+    first = policy.act(REQUESTS, sampled)
+    assert len(first) == 3 and all(isinstance(text, str) and text for text in first)
+    assert all(len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= 9 for text in first)
+    assert policy.act(REQUESTS, sampled) == first  # same seed, same batch: same actions
+    other_seed = policy.act(REQUESTS, GenerationSettings(temperature=1.0, top_p=0.95, max_new_tokens=8, seed=12))
+    assert other_seed != first
+
+
+def test_greedy_batch_matches_single_requests_in_float32() -> None:
+    # Left padding plus the attention mask must not change a row's greedy continuation (exact in fp32).
+    policy = LocalModelPolicy(loaded=default_model("float32"))
+    greedy = GenerationSettings(temperature=0.0, max_new_tokens=6)
+    batched = policy.act(REQUESTS, greedy)
+    singles = [policy.act([request], greedy)[0] for request in REQUESTS]
+    assert batched == singles
+
+
+def test_local_policy_rejects_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="batch_size: expected an int >= 1"):
+        LocalModelPolicy(loaded=default_model(), batch_size=0)
+    with pytest.raises(models.ModelUnavailableError, match=r"expected a config\.json"):
+        make_policy("local", model=tmp_path)
+    with pytest.raises(ValueError, match="dtype: expected one of"):
+        models.choose_dtype("int4")
+    with pytest.raises(TypeError, match="model: expected a path"):
+        models.resolve_model_source(42)  # type: ignore[arg-type]
+
+
+def test_conversion_cache_is_atomic_and_repairs_a_broken_cache(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path))
+    broken = models.default_model_cache_dir()
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{}")  # what a crashed conversion of an older version could leave
+    converted = models.ensure_default_model()
+    assert converted == tmp_path / "models" / models.DEFAULT_MODEL
+    assert sorted(p.name for p in converted.parent.iterdir()) == [models.DEFAULT_MODEL]  # no temp folder left
+    assert models.ensure_default_model() == converted  # complete now: no second conversion
+    fresh = models.load_model(None, dtype="float32", device="cpu")
+    shared = default_model("float32")
+    ids = shared.tokenizer("The quick brown fox", return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        assert torch.equal(fresh.model(ids).logits, shared.model(ids).logits)
