@@ -20,8 +20,22 @@ def run_demo(argv: list[str]) -> int:
 
 def test_scripted_demo_on_both_envs_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "out" / "demo.json"
-    status = run_demo(["--policy", "scripted", "--baseline", "one_round_discussion", "--num-agents", "3",
-                       "--episodes", "2", "--executor", "local", "--json", str(report)])
+    status = run_demo(
+        [
+            "--policy",
+            "scripted",
+            "--baseline",
+            "one_round_discussion",
+            "--num-agents",
+            "3",
+            "--episodes",
+            "2",
+            "--executor",
+            "local",
+            "--json",
+            str(report),
+        ]
+    )
     assert status == 0
     printed = capsys.readouterr().out
     assert "one_round_discussion · scripted policy" in printed

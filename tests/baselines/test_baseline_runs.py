@@ -15,19 +15,38 @@ from baselines.policies.local import LocalModelPolicy
 from baselines.policies.scripted import ScriptedPolicy
 
 SETTINGS = GenerationSettings(temperature=0.7, max_new_tokens=16, seed=0)
-EXPECTED_TURNS = {"single_agent": 1, "naive_concatenation": 1, "sequential_pipeline": 1,
-                  "one_round_discussion": 2, "prompt_collaboration": 2}  # scripted agents finish at turn 2
+EXPECTED_TURNS = {
+    "single_agent": 1,
+    "naive_concatenation": 1,
+    "sequential_pipeline": 1,
+    "one_round_discussion": 2,
+    "prompt_collaboration": 2,
+}  # scripted agents finish at turn 2
 
 
-def run(name: str, env: str, policy: object, num_agents: int = 2, seeds: tuple[int, ...] = (0, 1),
-        **kwargs: object) -> list[EpisodeResult]:
-    return run_episodes(name, env, policy, SETTINGS, seeds=seeds, num_agents=num_agents,  # type: ignore[arg-type]
-                        env_kwargs=ENV_KWARGS[env], **kwargs)  # type: ignore[arg-type]
+def run(
+    name: str, env: str, policy: object, num_agents: int = 2, seeds: tuple[int, ...] = (0, 1), **kwargs: object
+) -> list[EpisodeResult]:
+    return run_episodes(
+        name,
+        env,
+        policy,
+        SETTINGS,
+        seeds=seeds,
+        num_agents=num_agents,  # type: ignore[arg-type]
+        env_kwargs=ENV_KWARGS[env],
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 def test_registry_has_the_five_baselines() -> None:
-    assert list(BASELINES) == ["single_agent", "naive_concatenation", "sequential_pipeline",
-                               "one_round_discussion", "prompt_collaboration"]
+    assert list(BASELINES) == [
+        "single_agent",
+        "naive_concatenation",
+        "sequential_pipeline",
+        "one_round_discussion",
+        "prompt_collaboration",
+    ]
     assert get_baseline("plain") is PLAIN
     with pytest.raises(ValueError, match=r"baseline: expected one of \('single_agent'"):
         get_baseline("telepathy")
@@ -112,8 +131,7 @@ def test_prompt_collaboration_runs_multi_turn_dialogue() -> None:
         turns_seen.append(request.agent)  # a new draft every turn, so the team never converges
         return f"my part ({request.agent}, version {len(turns_seen)}) <message>let us agree on names</message>"
 
-    (result,) = run("prompt_collaboration", "writing", ScriptedPolicy(chatty), num_agents=2, seeds=(0,),
-                    max_turns=4)
+    (result,) = run("prompt_collaboration", "writing", ScriptedPolicy(chatty), num_agents=2, seeds=(0,), max_turns=4)
     assert result.turns == 4 and result.end_reason == "max_turns"  # nobody said <done/>: truncated
     assert result.reward_components["message_tokens"] > 0
     assert len(turns_seen) == 8

@@ -27,9 +27,15 @@ def team_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     peft_model = get_peft_model(base, config, adapter_name=ROLES[0])
     peft_model.add_adapter(ROLES[1], config)
     target = tmp_path_factory.mktemp("teams") / "tldr-pair"
-    manifest = save_team(target, peft_model, env="writing_v0", roles=ROLES, base_model=DEFAULT_MODEL,
-                         generation=GenerationSettings(temperature=0.0, max_new_tokens=6, seed=1),
-                         env_kwargs={"style": "tldr"})
+    manifest = save_team(
+        target,
+        peft_model,
+        env="writing_v0",
+        roles=ROLES,
+        base_model=DEFAULT_MODEL,
+        generation=GenerationSettings(temperature=0.0, max_new_tokens=6, seed=1),
+        env_kwargs={"style": "tldr"},
+    )
     assert manifest.num_agents == 2
     return target
 
@@ -70,8 +76,11 @@ def test_one_base_copy_and_roles_give_different_logits(team_dir: Path) -> None:
     assert not torch.allclose(logits["concise"], logits["detailed"], atol=1e-3)
     assert not torch.allclose(logits["concise"], plain, atol=1e-3)
 
-    requests = [ActionRequest("detailed", "Say hi."), ActionRequest("concise", "Say hi."),
-                ActionRequest("detailed", "Name a colour.")]
+    requests = [
+        ActionRequest("detailed", "Say hi."),
+        ActionRequest("concise", "Say hi."),
+        ActionRequest("detailed", "Name a colour."),
+    ]
     actions = policy.act(requests, policy.settings)
     assert len(actions) == 3 and all(isinstance(a, str) for a in actions)
     model.set_adapter("detailed")  # grouping by role must give what each role alone gives
@@ -128,8 +137,25 @@ def test_demo_plays_a_team_on_its_own_env(team_dir: Path, tmp_path: Path) -> Non
     parser = argparse.ArgumentParser()
     demo.register(parser.add_subparsers(dest="command", required=True))
     report = tmp_path / "team.json"
-    args = parser.parse_args(["demo", "--policy", "adapters", "--team-dir", str(team_dir), "--env", "coding",
-                              "--episodes", "1", "--max-new-tokens", "4", "--dtype", "float32", "--json", str(report)])
+    args = parser.parse_args(
+        [
+            "demo",
+            "--policy",
+            "adapters",
+            "--team-dir",
+            str(team_dir),
+            "--env",
+            "coding",
+            "--episodes",
+            "1",
+            "--max-new-tokens",
+            "4",
+            "--dtype",
+            "float32",
+            "--json",
+            str(report),
+        ]
+    )
     assert args.func(args) == 0
     (episode,) = json.loads(report.read_text())["episodes"]
     assert episode["env"] == "writing" and episode["agents"] == list(ROLES)  # the manifest's env wins over --env

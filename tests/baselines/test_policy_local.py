@@ -74,8 +74,7 @@ def test_local_policy_rejects_bad_arguments(tmp_path: Path) -> None:
         models.resolve_model_source(42)  # type: ignore[arg-type]
 
 
-def test_conversion_cache_is_atomic_and_repairs_a_broken_cache(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_conversion_cache_is_atomic_and_repairs_a_broken_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path))

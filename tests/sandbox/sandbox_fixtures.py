@@ -74,8 +74,13 @@ class HostBait:
 
     def params(self) -> dict[str, object]:
         """Template values for :meth:`Hostile.render`."""
-        return {"port": self.port, "host_ip": self.host_ip, "host_file": self.secret_file, "host_dir": self.host_dir,
-                "secret_env": SECRET_ENV}
+        return {
+            "port": self.port,
+            "host_ip": self.host_ip,
+            "host_file": self.secret_file,
+            "host_dir": self.host_dir,
+            "secret_env": SECRET_ENV,
+        }
 
 
 def _outside_ip() -> str:

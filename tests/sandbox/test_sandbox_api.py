@@ -57,8 +57,9 @@ def test_strict_values_tuple_list_and_exceptions(executor: Executor) -> None:
 
 def test_check_candidate_source_with_program_helpers(executor: Executor) -> None:
     problem = read_problems()["HumanEval/38"]  # its test calls encode_cyclic, a function of the program
-    good = executor.run(problem["prompt"] + problem["canonical_solution"], problem["test"],
-                        entry_point=problem["entry_point"])
+    good = executor.run(
+        problem["prompt"] + problem["canonical_solution"], problem["test"], entry_point=problem["entry_point"]
+    )
     assert good.total >= 1 and good.all_passed
     bad = executor.run(problem["prompt"] + "    return s\n", problem["test"], entry_point=problem["entry_point"])
     assert bad.passed == 0
@@ -126,8 +127,12 @@ def test_run_tests_one_shot_reuses_a_module_level_executor() -> None:
     shared = dict(executor_module._SHARED)
     run_tests(ADD, ["assert add(2, 2) == 4"], backend="local", timeout_s=2.0)
     assert dict(executor_module._SHARED) == shared
-    threads = [threading.Thread(target=run_tests, args=(ADD, ["assert add(1, 1) == 2"]),
-                                kwargs={"backend": "local", "timeout_s": 2.0}) for _ in range(3)]
+    threads = [
+        threading.Thread(
+            target=run_tests, args=(ADD, ["assert add(1, 1) == 2"]), kwargs={"backend": "local", "timeout_s": 2.0}
+        )
+        for _ in range(3)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

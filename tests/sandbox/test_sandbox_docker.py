@@ -19,7 +19,7 @@ from llm_marl_envs.sandbox.image import docker_client
 
 pytestmark = pytest.mark.docker
 
-PROBE = '''
+PROBE = """
 import os
 def probe():
     status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
@@ -32,7 +32,7 @@ def probe():
     pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
     return [os.getuid(), os.getgid(), status["CapEff"].strip(), status["NoNewPrivs"].strip(), root_writable,
             interfaces, len(pids), sorted(os.listdir("/tmp")), os.path.exists("/dev/shm")]
-'''
+"""
 
 
 def test_container_hardening_seen_from_inside(docker_executor: Executor) -> None:
@@ -110,8 +110,13 @@ def test_missing_image_is_a_clear_error() -> None:
 
 def test_cli_check_runs_the_self_test() -> None:
     need_docker()
-    done = subprocess.run([sys.executable, "-m", "benchmarks.cli", "sandbox", "check"], capture_output=True,
-                          text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cli", "sandbox", "check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "engine: Docker" in done.stdout and "self-test: ok" in done.stdout
 

