@@ -65,7 +65,9 @@ def scripted_actions(env: Any, episode: int, turn: int) -> dict[str, str]:
             }[agent]
             actions[agent] = f"```python\n{code}\n```\n<message>turn {episode}.{turn}</message>"
         else:
-            actions[agent] = f"Fires forced {agent} residents to leave their homes (episode {episode}, turn {turn}). " * 4
+            actions[agent] = (
+                f"Fires forced {agent} residents to leave their homes (episode {episode}, turn {turn}). " * 4
+            )
     return actions
 
 
@@ -99,7 +101,9 @@ def measure(name: str, env: Any, timer: TimedExecutor | None, episodes: int) -> 
     executor_seconds = timer.seconds if timer is not None else 0.0
     env_ms = (step_seconds - executor_seconds) / agent_steps * 1000
     with_executor = step_seconds / agent_steps * 1000 if timer is not None else None
-    return OverheadResult(name, agent_steps, round(env_ms, 4), None if with_executor is None else round(with_executor, 4))
+    return OverheadResult(
+        name, agent_steps, round(env_ms, 4), None if with_executor is None else round(with_executor, 4)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
