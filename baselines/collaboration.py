@@ -48,7 +48,8 @@ class EpisodeResult:
     turns: int
     end_reason: str | None
     quality: float
-    consistency: float
+    consistency: float | None
+    """The env's counterfactual consistency; ``None`` for a single agent (no teammate to coordinate with)."""
     reward_components: Mapping[str, Any]
     actions: Mapping[str, tuple[str, ...]]
     """Per agent, the action string it sent at each turn it acted."""
@@ -259,7 +260,7 @@ def _result(spec: Baseline, task: str, episode: _Episode) -> EpisodeResult:
         turns=episode.turn,
         end_reason=episode.last_info.get("end_reason"),
         quality=float(components.get("quality", 0.0)),
-        consistency=float(components.get("consistency", 0.0)),
+        consistency=None if components.get("consistency") is None else float(components["consistency"]),
         reward_components=components,
         actions={agent: tuple(actions) for agent, actions in episode.actions.items()},
         drafts=dict(state["drafts"]),

@@ -47,16 +47,22 @@ class Assessment:
 
     quality: float
     """Task quality in [0, 1]."""
-    consistency: float
-    """Coordination consistency in [0, 1]."""
+    consistency: float | None
+    """Coordination consistency in [0, 1] (counterfactual contribution); ``None`` for a single agent."""
     quality_terms: Mapping[str, float] = field(default_factory=dict)
     """The named terms quality was computed from (reported in infos)."""
     feedback: Mapping[str, str] = field(default_factory=dict)
-    """Per-agent feedback text shown in the next observation."""
+    """Per-agent feedback text shown in the next observation. Must hold only what that agent may see."""
     magrpo_reward: float | None = None
     """The MAGRPO paper's reward of these drafts (used when ``reward_mode="magrpo"``)."""
+    contributions: Mapping[str, float | None] = field(default_factory=dict)
+    """Each agent's counterfactual contribution in [0, 1] (``None``: not scored this turn); consistency is their
+    mean over the scored agents."""
     details: Mapping[str, Any] = field(default_factory=dict)
-    """Extra JSON-friendly diagnostics for infos (test reports, code metrics...)."""
+    """Extra JSON-friendly diagnostics every agent's infos carry: numbers and task-owned text only, never text a
+    teammate wrote or a teammate's program printed."""
+    private: Mapping[str, Any] = field(default_factory=dict)
+    """Privileged diagnostics (full test reports with their messages, counterfactual runs): ``state()`` only."""
 
 
 class CollaborativeTextEnv(ParallelEnv, abc.ABC):
@@ -196,6 +202,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         components = {
             "quality": assessment.quality,
             "consistency": assessment.consistency,
+            "contributions": dict(assessment.contributions),
             "turns": self.turn,
             "message_tokens": self.message_tokens,
             "invalid_actions": self.invalid_actions,
@@ -223,6 +230,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             "score": self.score,
             "team_return": self.team_return,
             "end_reason": self.end_reason,
+            "assessment": None if self.last_assessment is None else dict(self.last_assessment.private),
         }
 
     def render(self) -> str | None:

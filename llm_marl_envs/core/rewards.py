@@ -2,7 +2,14 @@
 
 Team score of the drafts after turn ``t`` (``q`` quality, ``c`` consistency, both in [0, 1]):
 
-    S_t = w_q * q_t + w_c * c_t
+    S_t = w_q * q_t + w_c * c_t          (a team of 2+ agents)
+    S_t = (w_q + w_c) * q_t              (one agent: consistency is undefined, reported as None)
+
+A single agent has no teammate to coordinate with, so it gets no consistency term at all (never a free 1.0); its
+quality weight is renormalised to the same total so the best possible score is the same for a solo agent and a
+team, and the two can be compared fairly. Consistency is each env's *counterfactual contribution* measure (what the
+team loses without each agent's part: see ``envs/coding/contribution.py`` and ``envs/writing/contribution.py``),
+not a resemblance between texts.
 
 Joint reward of step ``t`` (``reward_mode="joint"``, the default), with ``S_0 = 0``:
 
@@ -34,7 +41,7 @@ class RewardWeights:
     quality: float = 1.0
     """w_q: weight of task quality (test pass rate for code, reference-free checks for writing)."""
     consistency: float = 0.5
-    """w_c: weight of coordination consistency (semantic similarity between the agents' contributions)."""
+    """w_c: weight of coordination consistency (each agent's counterfactual contribution to the team's output)."""
     turn: float = 0.05
     """w_t: cost of each turn (latency, i.e. task completion time)."""
     message_token: float = 0.001
@@ -64,8 +71,10 @@ class RewardWeights:
         raise TypeError(f"reward_weights: expected RewardWeights, dict or None, got {type(value).__name__}")
 
 
-def team_score(quality: float, consistency: float, weights: RewardWeights) -> float:
-    """S = w_q * quality + w_c * consistency."""
+def team_score(quality: float, consistency: float | None, weights: RewardWeights) -> float:
+    """S = w_q * quality + w_c * consistency; with no consistency (one agent) S = (w_q + w_c) * quality."""
+    if consistency is None:
+        return (weights.quality + weights.consistency) * quality
     return weights.quality * quality + weights.consistency * consistency
 
 

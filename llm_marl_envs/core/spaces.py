@@ -8,6 +8,7 @@ printable subset (a 1.1-million-character set would cost tens of MB per space).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,8 @@ DEFAULT_ACTION_CHARS = 8_192
 
 DEFAULT_OBSERVATION_CHARS = 32_768
 """Default maximum length (characters) of one observation."""
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class UnicodeText(Text):
@@ -80,22 +83,19 @@ class SanitizedText:
 
 
 def sanitize_text(value: str, max_length: int) -> SanitizedText:
-    """Replace invalid Unicode (lone surrogates) with U+FFFD and cut ``value`` to ``max_length`` characters.
+    """Replace each lone surrogate with one U+FFFD and cut ``value`` to ``max_length`` characters.
 
+    One character in, one character out, so a string within the limit is never flagged ``truncated`` because of
+    the replacement (an earlier version round-tripped through UTF-8 bytes and tripled each surrogate).
     Raises ``TypeError`` for anything but ``str``; never raises on the content of a string.
     """
     if not isinstance(value, str):
         raise TypeError(f"expected str, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-        cleaned, replaced = value, False
-    except UnicodeEncodeError:
-        cleaned = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-        replaced = True
+    cleaned, replacements = _LONE_SURROGATE.subn("\ufffd", value)
     truncated = len(cleaned) > max_length
     return SanitizedText(
         text=cleaned[:max_length] if truncated else cleaned,
         truncated=truncated,
-        invalid_unicode_replaced=replaced,
+        invalid_unicode_replaced=replacements > 0,
         original_length=len(value),
     )

@@ -50,17 +50,26 @@ MAGRPO mode (2 agents): each step pays MAGRPO's aux/main code reward of that tur
 
 from __future__ import annotations
 
+import builtins
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from llm_marl_envs.core.base_env import Assessment, CollaborativeTextEnv
 from llm_marl_envs.core.rewards import RewardWeights
-from llm_marl_envs.core.similarity import make_similarity, mean_pairwise_similarity
+from llm_marl_envs.core.similarity import duplication_rate, make_similarity, mean_off_diagonal
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
+from llm_marl_envs.envs.coding.contribution import (
+    counterfactual_programs,
+    dependent_tests,
+    normalized_assert,
+    null_program,
+    tester_contribution,
+)
 from llm_marl_envs.envs.coding.program import (
+    ProgramParts,
     assemble_program,
-    calls_function,
     defined_functions,
     extract_asserts,
     extract_code,
@@ -75,6 +84,7 @@ from llm_marl_envs.sandbox import (
     Executor,
     SandboxLimits,
     TestJob,
+    TestOutcome,
     TestReport,
     make_executor,
 )
@@ -146,58 +156,121 @@ class CodingEnv(CollaborativeTextEnv):
         self.similarity = make_similarity(similarity)
         self._preambles: dict[str, str] = {}
 
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        """Start an episode (see the base env); also clears the reviewer's credit history."""
+        observations, infos = super().reset(seed=seed, options=options)
+        self._held_out_history: list[float] = []
+        self._reviewer_credit = 0.0
+        self._reviewer_had_work = False
+        return observations, infos
+
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (fenced blocks, or the whole text); the reviewer keeps its prose."""
         return extract_code(draft) if agent in CODE_ROLES else draft
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:
-        """Run the team's program against the tests (one executor batch) and score it."""
+        """Run the team's program and its counterfactuals against the tests (one executor batch) and score them."""
         task = self.task
         entry_point = task["entry_point"]
+        visible, held_out = task["visible_tests"], task["held_out_tests"]
         solo = "solo" in drafts
         helper_code = "" if solo else drafts[HELPER_NAME]
         main_code = drafts["solo"] if solo else drafts["main"]
-        parts = assemble_program(self._preamble(), helper_code, main_code)
+        preamble = self._preamble()
+        parts = assemble_program(preamble, helper_code, main_code)
         program_error = syntax_error(parts.program)
         runnable = program_error is None and entry_point in defined_functions(parts.program)
-
         tester_asserts = extract_asserts(drafts["tester"]) if "tester" in drafts else []
-        jobs = []
-        if runnable:
-            jobs.append(TestJob(parts.program, task["tests"]))
-            if tester_asserts:
-                jobs.append(TestJob(parts.program, tester_asserts))
-        if tester_asserts and task["reference_solution"]:
-            jobs.append(TestJob(task["reference_solution"], tester_asserts))
-        reports = list(self.executor.run_many(jobs)) if jobs else []
-        team_report = reports.pop(0) if runnable else None
-        tester_on_team = reports.pop(0) if runnable and tester_asserts else None
-        tester_on_reference = reports.pop(0) if reports else None
 
+        # Every run of this turn goes to the executor in one batch: the team's program on all tests, the
+        # counterfactual programs on the held-out tests, the tester's asserts on the team, the reference and a null
+        # program. Identical jobs (unchanged drafts, the G samples of a group) come from the verdict cache.
+        batch = _JobBatch()
+        team_key = batch.add(parts.program, [*visible, *held_out]) if runnable else None
+        counterfactuals = []
+        if runnable and not solo:
+            counterfactuals = counterfactual_programs(preamble, helper_code, main_code, entry_point, HELPER_NAME)
+            for cf in counterfactuals:
+                batch.add(cf.program, held_out)
+        if tester_asserts:
+            if runnable:
+                batch.add(parts.program, tester_asserts)
+            if task["reference_solution"]:
+                batch.add(task["reference_solution"], tester_asserts)
+            batch.add(assemble_program(preamble, "", null_program(entry_point)).program, tester_asserts)
+        reports = batch.run(self.executor)
+
+        team_report = reports.get(team_key)
+        visible_statuses = [_outcome_status(o) for o in team_report.outcomes[: len(visible)]] if team_report else []
+        held_out_passed = [o.passed for o in team_report.outcomes[len(visible) :]] if team_report else []
+        pass_rate = sum(held_out_passed) / len(held_out) if held_out_passed else 0.0
         terms = {
-            "pass_rate": team_report.pass_rate if team_report else 0.0,
-            "syntax": float(program_error is None),
+            "pass_rate": pass_rate,
+            "syntax": float(runnable),
             "structure": self._structure(drafts, main_code),
         }
+        contributions: dict[str, float | None] = {}
+        dependent: dict[str, int] = {}
         if not solo:
-            terms["aux_usage"] = float(calls_function(main_code, entry_point, HELPER_NAME))
-        if "tester" in drafts and task["reference_solution"]:
-            terms["tester_validity"] = tester_on_reference.pass_rate if tester_on_reference else 0.0
+            for agent in (HELPER_NAME, "main"):
+                runs = [reports[(cf.program, tuple(held_out))] for cf in counterfactuals if cf.agent == agent]
+                runs_passed = [[o.passed for o in report.outcomes] for report in runs]
+                dependent[agent] = dependent_tests(held_out_passed, runs_passed) if runs else 0
+                contributions[agent] = pass_rate if dependent[agent] > 0 else 0.0
+        tester_report = None
+        if "tester" in drafts:
+            tester_report = reports.get((parts.program, tuple(tester_asserts))) if runnable else None
+            contributions["tester"], terms["tester_validity"] = self._tester_credit(
+                tester_asserts, preamble, reports, pass_rate
+            )
+        if "reviewer" in drafts:
+            contributions["reviewer"] = self._reviewer_contribution(pass_rate, visible_statuses)
+        self._held_out_history.append(pass_rate)
+        scored = [value for value in contributions.values() if value is not None]
+        consistency = None if solo else (sum(scored) / len(scored) if scored else 0.0)
 
-        feedback = self._feedback(drafts, team_report, program_error, tester_asserts, tester_on_team)
+        texts = list(drafts.values())
+        sims = self.similarity.matrix(texts) if len(texts) > 1 else None
+        if sims is not None:
+            terms["similarity"] = mean_off_diagonal(sims)
+            terms["duplication"] = duplication_rate(texts, sims)
+        feedback = self._feedback(
+            drafts, parts, program_error, visible_statuses, runnable, tester_asserts, tester_report
+        )
         details = {
-            "tests": _report_summary(team_report),
-            "program_syntax_error": program_error,
+            "tests": {
+                "visible_passed": sum(status == "passed" for status in visible_statuses),
+                "visible_total": len(visible),
+                "held_out_passed": sum(held_out_passed),
+                "held_out_total": len(held_out),
+                "timed_out": bool(team_report and team_report.timed_out),
+                "backend": self.executor.backend,
+            },
             "code_metrics": code_metrics(parts.program),
             "tester_asserts": len(tester_asserts),
+            "dependent_tests": dependent,
+        }
+        private = {
+            "program": parts.program,
+            "program_syntax_error": program_error,
+            "team_report": team_report.to_dict() if team_report else None,
+            "counterfactuals": [
+                {"agent": cf.agent, "kind": cf.kind, "report": reports[(cf.program, tuple(held_out))].to_dict()}
+                for cf in counterfactuals
+            ],
+            "tester_on_team": tester_report.to_dict() if tester_report else None,
         }
         return Assessment(
             quality=weighted_quality(terms),
-            consistency=mean_pairwise_similarity(list(drafts.values()), self.similarity),
+            consistency=consistency,
             quality_terms=terms,
             feedback=feedback,
             magrpo_reward=self._magrpo(helper_code, main_code, team_report),
+            contributions=contributions,
             details=details,
+            private=private,
         )
 
     def close(self) -> None:
@@ -216,38 +289,73 @@ class CodingEnv(CollaborativeTextEnv):
             contracts.append(HELPER_NAME in defined_functions(drafts[HELPER_NAME]))
         return sum(contracts) / len(contracts)
 
+    def _tester_credit(
+        self, asserts: list[str], preamble: str, reports: Mapping[tuple, TestReport], pass_rate: float
+    ) -> tuple[float, float]:
+        """(tester contribution, validity term): see :mod:`~llm_marl_envs.envs.coding.contribution`."""
+        if not asserts:
+            return 0.0, 0.0
+        key = tuple(asserts)
+        reference = self.task["reference_solution"]
+        null = assemble_program(preamble, "", null_program(self.task["entry_point"])).program
+        # Without a reference solution validity cannot be checked; the asserts are then taken as valid.
+        valid = [o.passed for o in reports[(reference, key)].outcomes] if reference else [True] * len(asserts)
+        discriminating = [not o.passed for o in reports[(null, key)].outcomes]
+        seen = {normalized_assert(test) for test in self.task["visible_tests"]}
+        new = [normalized_assert(a) not in seen for a in asserts]
+        validity = sum(valid) / len(asserts)
+        return tester_contribution(valid, discriminating, new, pass_rate), validity
+
+    def _reviewer_contribution(self, pass_rate: float, visible_statuses: list[str]) -> float | None:
+        """Credit the held-out gain of a turn that follows the reviewer's message to a code author."""
+        if self._held_out_history and any(
+            m.sender == "reviewer" and set(m.recipients) & {HELPER_NAME, "main"}
+            for m in self.channel.sent_at(self.turn - 1)
+        ):
+            self._reviewer_credit += max(0.0, pass_rate - self._held_out_history[-1])
+        had_work_before = self._reviewer_had_work
+        # The reviewer reads this turn's verdicts next turn: from then on there is something to review.
+        self._reviewer_had_work = had_work_before or any(status != "passed" for status in visible_statuses)
+        if not had_work_before and self._reviewer_credit == 0.0:
+            return None
+        return min(1.0, self._reviewer_credit)
+
     def _feedback(
         self,
         drafts: Mapping[str, str],
-        team_report: TestReport | None,
+        parts: ProgramParts,
         program_error: str | None,
+        visible_statuses: list[str],
+        runnable: bool,
         tester_asserts: list[str],
-        tester_on_team: TestReport | None,
+        tester_report: TestReport | None,
     ) -> dict[str, str]:
+        """Per-agent feedback: task-owned text only, plus full details of the agent's own code (see the card)."""
         entry_point = self.task["entry_point"]
         visible = self.task["visible_tests"]
-        if team_report is not None:
-            statuses = [(o.status, o.message) for o in team_report.outcomes[: len(visible)]]
-            tests_text = "Visible tests on the team's program:\n" + describe_tests(visible, statuses)
-        elif program_error:
-            tests_text = f"The team's program does not parse ({program_error}); no test ran."
-        else:
-            tests_text = f"The team's program does not define `{entry_point}` yet; no test ran."
-
         feedback = {}
         for role, draft in drafts.items():
             lines = []
-            if role in CODE_ROLES and draft.strip() and (error := syntax_error(draft)):
-                lines.append(f"Syntax error in your code: {error}.")
+            own_error = syntax_error(draft) if role in CODE_ROLES and draft.strip() else None
+            if own_error:
+                lines.append(f"Syntax error in your code: {own_error}.")
             if role in ("main", "solo") and entry_point not in defined_functions(draft):
                 lines.append(f"Your code must define `{entry_point}`.")
             if role == HELPER_NAME and HELPER_NAME not in defined_functions(draft):
                 lines.append(f"Your code must define `{HELPER_NAME}`.")
             if role == "tester":
-                passing = tester_on_team.passed if tester_on_team else 0
+                passing = tester_report.passed if tester_report else 0
                 lines.append(f"{len(tester_asserts)} asserts found; {passing} pass on the team's program.")
+            elif runnable:
+                if visible:
+                    lines.append("Visible tests on the team's program:\n" + describe_tests(visible, visible_statuses))
+                else:
+                    lines.append("This problem has no visible tests; hidden tests decide the reward.")
+            elif program_error:
+                # Where the error is, never what it says: the text could be a teammate's (see the card).
+                lines.append(f"The team's program does not parse ({_error_place(parts, program_error, role)}).")
             else:
-                lines.append(tests_text)
+                lines.append(f"The team's program does not define `{entry_point}` yet; no test ran.")
             feedback[role] = "\n".join(lines)
         return feedback
 
@@ -260,13 +368,57 @@ class CodingEnv(CollaborativeTextEnv):
         return magrpo_code_reward(helper_code, main_code, self.task["entry_point"], pass_fraction).total
 
 
-def _report_summary(report: TestReport | None) -> dict[str, Any] | None:
-    if report is None:
-        return None
-    return {
-        "passed": report.passed,
-        "total": report.total,
-        "timed_out": report.timed_out,
-        "error": report.error,
-        "backend": report.backend,
-    }
+class _JobBatch:
+    """The distinct (program, tests) runs of one turn, sent to the executor as one batch."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[tuple[str, tuple[str, ...]], TestJob] = {}
+
+    def add(self, program: str, tests: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+        key = (program, tuple(tests))
+        if key not in self._jobs and key[1]:
+            self._jobs[key] = TestJob(program, list(tests))
+        return key
+
+    def run(self, executor: Executor) -> dict[tuple[str, tuple[str, ...]], TestReport]:
+        keys = list(self._jobs)
+        reports = executor.run_many([self._jobs[k] for k in keys]) if keys else []
+        return dict(zip(keys, reports, strict=True))
+
+
+_BUILTIN_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
+_EXCEPTION_NAME = re.compile(r"(?:the program raised(?: while loading:)? )?([A-Za-z_]\w*)(?::|\b)")
+
+
+def _outcome_status(outcome: TestOutcome) -> str:
+    """A test's verdict as an agent may see it: the status, plus the exception's type when it is a builtin.
+
+    The message itself is never shown: it is free text a teammate's program can choose (an exception message, the
+    name in a ``NameError``, a custom exception class's name).
+    """
+    if outcome.status != "error":
+        return outcome.status
+    match = _EXCEPTION_NAME.match(outcome.message)
+    if match and match.group(1) in _BUILTIN_EXCEPTIONS:
+        return f"error ({match.group(1)})"
+    return "error"
+
+
+def _error_place(parts: ProgramParts, error: str, role: str) -> str:
+    """Which section of the program a syntax error is in, as a role name (the error text is only for its author)."""
+    match = re.match(r"line (\d+)", error)
+    if not match:
+        return "the program cannot be parsed"
+    line = int(match.group(1))
+    sections = [("the task's preamble", parts.preamble), (HELPER_NAME, parts.helper_code), ("main", parts.main_code)]
+    first = 1
+    for owner, text in sections:
+        if not text.strip():
+            continue
+        last = first + text.count("\n")
+        if first <= line <= last:
+            return "in your code: see above" if owner == role else f"in {owner}'s code"
+        first = last + 2  # pieces are joined by one blank line
+    return f"line {line}"

@@ -1,14 +1,19 @@
 """Quality of a team's program, code metrics, and per-agent feedback.
 
-Quality is a weighted mean of the terms present (weights :data:`TERM_WEIGHTS`, renormalised over those present):
+Quality is a weighted mean of these terms (weights :data:`TERM_WEIGHTS`):
 
-* ``pass_rate`` — fraction of the task's unit tests the team's program passes, from the sandboxed executor;
-* ``syntax`` — 1 when the whole program parses;
+* ``pass_rate`` — fraction of the task's *held-out* unit tests the team's program passes, from the sandboxed
+  executor (the visible tests, shown in feedback, are not counted: hard-coding their outputs earns nothing);
+* ``syntax`` — 1 when the team's program parses *and* defines the entry point (an empty or non-code program earns
+  nothing);
 * ``structure`` — fraction of the role contracts met: ``main``/``solo`` defines the entry point, ``aux`` defines
-  ``aux``;
-* ``aux_usage`` (2+ agents) — 1 when the entry point calls ``aux`` (the helper is actually used);
-* ``tester_validity`` (3+ agents, when the task has a reference solution) — fraction of the tester's asserts that
-  the reference solution passes (a test that rejects a correct program is a wrong test); 0 with no asserts.
+  ``aux``.
+
+There is no static "main calls aux" term any more: whether the helper matters is measured by counterfactual runs and
+paid as consistency (:mod:`~llm_marl_envs.envs.coding.contribution`). The tester's ``tester_validity`` (fraction of
+its asserts the reference solution passes) is reported in the quality terms for diagnosis but is paid only through
+the tester's contribution. Diagnostics ``similarity`` and ``duplication`` (resemblance of the drafts) are reported too,
+never paid.
 
 Code metrics from radon (cyclomatic complexity, maintainability index) go to infos, not into the reward.
 """
@@ -19,18 +24,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 TERM_WEIGHTS: dict[str, float] = {
-    "pass_rate": 0.7,
+    "pass_rate": 0.8,
     "syntax": 0.1,
     "structure": 0.1,
-    "aux_usage": 0.1,
-    "tester_validity": 0.1,
 }
 
 
 def weighted_quality(terms: Mapping[str, float]) -> float:
-    """Weighted mean of the present terms with :data:`TERM_WEIGHTS`."""
-    total_weight = sum(TERM_WEIGHTS[name] for name in terms)
-    return sum(TERM_WEIGHTS[name] * value for name, value in terms.items()) / total_weight
+    """Weighted mean of the terms of :data:`TERM_WEIGHTS` (all must be present)."""
+    return sum(weight * terms[name] for name, weight in TERM_WEIGHTS.items()) / sum(TERM_WEIGHTS.values())
 
 
 def code_metrics(code: str) -> dict[str, Any]:
@@ -55,11 +57,10 @@ def code_metrics(code: str) -> dict[str, Any]:
     }
 
 
-def describe_tests(tests: Sequence[str], statuses: Sequence[tuple[str, str]], limit: int = 6) -> str:
-    """Readable lines ``assert ...: passed`` / ``failed (message)`` for the first ``limit`` tests."""
+def describe_tests(tests: Sequence[str], statuses: Sequence[str], limit: int = 6) -> str:
+    """Readable lines ``- assert ...: passed`` for the first ``limit`` tests (``statuses``: what the agent may see)."""
     lines = []
-    for test, (status, message) in list(zip(tests, statuses, strict=False))[:limit]:
-        first_line = test.strip().splitlines()[-1][:160] if test.strip() else test
-        detail = f" ({message[:160]})" if message and status != "passed" else ""
-        lines.append(f"- {first_line}: {status}{detail}")
+    for test, status in list(zip(tests, statuses, strict=False))[:limit]:
+        last_line = test.strip().splitlines()[-1][:160] if test.strip() else test
+        lines.append(f"- {last_line}: {status}")
     return "\n".join(lines)

@@ -9,11 +9,19 @@
   ``check(candidate)`` function) or ``tests`` (a list of asserts), optional ``canonical_solution`` (the body
   following the prompt), ``helper_hint`` and ``split``.
 
-Tests are split into one assert each (as MAGRPO does). The first third of them (at least one) are *visible*: their
-results are fed back to the agents; the reward counts all of them.
+Tests are split into one assert each (as MAGRPO does), repeats dropped, then into two disjoint sets (:func:`split_visible`):
+
+* *visible* — the first third, rounded up (at least one when there are two or more): the agents see these asserts and
+  their verdicts on the team's program in their feedback, to debug with;
+* *held-out* — the rest (at least one): they are counted in the reward and never appear in any observation, info or
+  message. Hard-coding the visible outputs therefore earns nothing. A task with a single assert shows none.
+
+Per dataset (asserts per task → visible/held-out): HumanEval 1–26 asserts (median 7): 164 tasks, 4 with a single
+(held-out) assert; the decomposable set 5–8 asserts (2–3 visible); MBPP 3 asserts (1 visible, 2 held-out).
+The prompt's docstring examples stay part of the prompt, as in the datasets.
 
 Splits: HumanEval and the JSONL sets without a ``split`` field go to ``eval`` by a stable hash of the task id (about
-20%: 32 of HumanEval's 164, 13 of the decomposable set); hub datasets keep their own splits.
+20%: 33 of HumanEval's 164, 12 of the decomposable set's 66); hub datasets keep their own splits.
 """
 
 from __future__ import annotations
@@ -44,22 +52,33 @@ HUB_DATASETS: dict[str, str] = {
 _DEF_LINE = re.compile(r"^def\s+(\w+)\s*\((.*?)\)\s*(->[^:]*)?:", re.MULTILINE)
 
 
+def split_visible(tests: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(visible, held_out)``: the first third of ``tests`` rounded up, capped so at least one is held out."""
+    if len(tests) < 2:
+        return (), tests
+    count = min(len(tests) - 1, math.ceil(len(tests) * VISIBLE_TEST_FRACTION))
+    return tests[:count], tests[count:]
+
+
 def coding_task(record: Mapping[str, Any], where: str) -> Task:
     """Build a task from one HumanEval-schema record (see module docstring)."""
     require_fields(record, ("task_id", "prompt", "entry_point"), where)
     if "test" not in record and "tests" not in record:
         raise KeyError(f"{where}: expected a 'test' (check function) or 'tests' (list of asserts) field")
     task_id, prompt, entry_point = str(record["task_id"]), str(record["prompt"]), str(record["entry_point"])
-    tests = tuple(split_tests(record["tests"] if "tests" in record else record["test"], entry_point=entry_point))
+    # Repeated asserts (a few HumanEval checks repeat one) are kept once, so no held-out test is also a visible one.
+    raw_tests = split_tests(record["tests"] if "tests" in record else record["test"], entry_point=entry_point)
+    tests = tuple(dict.fromkeys(raw_tests))
     if not tests:
         raise ValueError(f"{where}: task {task_id!r} has no test asserts")
-    visible = tests[: max(1, math.ceil(len(tests) * VISIBLE_TEST_FRACTION))]
+    visible, held_out = split_visible(tests)
     solution = record.get("canonical_solution")
     fields = {
         "prompt": prompt,
         "entry_point": entry_point,
         "tests": tests,
         "visible_tests": visible,
+        "held_out_tests": held_out,
         "reference_solution": prompt + solution if solution else None,
         "helper_hint": record.get("helper_hint"),
     }

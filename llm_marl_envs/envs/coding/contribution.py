@@ -1,0 +1,165 @@
+"""Counterfactual credit for a coding team: what the team's program loses when one agent's part is replaced.
+
+Consistency in the coding env is not a resemblance between texts (resemblance pays for copying). It is a *difference
+reward* (Wolpert & Tumer 2002, "Optimal payoff functions for members of collectives"; the counterfactual baseline of
+COMA, Foerster et al. 2018): an agent's contribution is the part of the team's success that disappears when its
+part is swapped for a neutral stub, everything else held fixed.
+
+``aux`` (helper author). Its whole draft is replaced by each of two neutral stubs with the helper's own signature:
+``return None`` and ``return <first argument>`` (identity); a draft that defines no ``aux`` is replaced by nothing.
+A held-out test *depends on aux* when it passes with the team's program and fails under **every** stub (the
+counterfactual is the best neutral replacement, so an identity helper that a wrapper merely threads a value through
+earns nothing). aux is *load-bearing* when at least one held-out test depends on it, and its contribution is then the
+team's held-out pass rate (else 0): consistency is weighted by the pass rate, and the per-test count, which depends
+on accidents of the tests (a ``None`` helper still "passes" every test whose answer is ``0`` or ``False``), is only
+reported (``infos[...]["details"]["dependent_tests"]``). What this rules out, by construction:
+
+* duplicated programs and helpers pasted into main: main's own definitions shadow aux's (the program is aux's code
+  then main's), the stubs change nothing, contribution 0;
+* dead calls (``if False: aux()``) and discarded calls (``aux(x)`` as a statement, result unused): a ``None`` stub
+  changes no outcome, contribution 0;
+* a trivial helper (identity, or a constant the identity stub reproduces): contribution 0.
+
+If a test depends on aux, aux's code was executed during that test (or its definition was inspected): outcomes can
+only change through the name ``aux`` or other names aux's draft defines. So "the helper actually ran" needs no
+separate call counter in the sandbox. A known gap, documented: a main that *inspects* aux (``aux.__code__``) rather
+than calling it would also count; the stubs keep aux's signature to make that harder.
+
+``main`` (entry-point author). Its draft is replaced by nothing (the entry point then exists only if aux's draft
+defines it too, as when both submit the same full program) and by a pass-through ``def entry(*a, **k): return
+aux(*a, **k)`` (a main that only wraps aux adds nothing). Load-bearing and contribution as for aux.
+
+A team where one agent does all the work thus gets half the consistency of a team where both parts carry weight
+(consistency is the mean of the contributions), at the same quality.
+
+``tester`` (3+ agents). Its asserts do not change the program, so its counterfactual is the information the team
+would lack without them: an assert counts when it is *valid* (passes on the task's reference solution),
+*discriminating* (fails on a null program whose entry point returns ``None``) and *new* (not a copy of a visible test
+the team already sees). Contribution = counted asserts / max(3, asserts written), times the team's held-out pass
+rate (a tester earns nothing for a team that fails). ``assert True``, ``f(x) == f(x)``, copies of visible tests and
+wrong asserts all count zero.
+
+``reviewer`` (4 agents). Its review changes neither program nor tests; what the team would lose without it shows up
+only in later turns. It is credited with the held-out pass-rate gains of the turns that follow a message it sent to a
+code author (``aux``/``main``), capped at 1. While the team's program has not yet failed a visible test the reviewer
+could see, there is nothing to review and it is not scored (``None``: left out of the mean rather than counted as 0,
+so a team that is right at once is not punished for its idle reviewer). Weakness, documented: the gain is credited
+post hoc, not by replaying the episode without the review; message tokens cost reward, so a reviewer that messages
+every turn pays for the credit it might collect.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from llm_marl_envs.envs.coding.program import assemble_program
+
+HELPER_STUB_KINDS: tuple[str, ...] = ("none", "identity")
+"""The neutral stubs that replace the helper author's draft."""
+
+
+def _parse(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _top_level_function(code: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    tree = _parse(code)
+    if tree is None:
+        return None
+    found = None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            found = node  # the last definition wins at run time
+    return found
+
+
+def helper_stub(helper_code: str, helper_name: str, kind: str) -> str | None:
+    """The neutral replacement for the helper author's whole draft, with the helper's own signature.
+
+    ``kind`` is ``"none"`` (returns ``None``) or ``"identity"`` (returns its first positional argument). When the
+    draft defines no such helper, the ``"none"`` replacement is the empty draft (whatever else it defined is gone)
+    and ``"identity"`` does not apply (``None``); ``"identity"`` also does not apply to a helper without a
+    positional argument (it would equal ``"none"``).
+    """
+    if kind not in HELPER_STUB_KINDS:
+        raise ValueError(f"kind: expected one of {HELPER_STUB_KINDS}, got {kind!r}")
+    node = _top_level_function(helper_code, helper_name)
+    if node is None:
+        return "" if kind == "none" else None
+    positional = [*node.args.posonlyargs, *node.args.args]
+    if kind == "identity":
+        if positional:
+            returned = positional[0].arg
+        elif node.args.vararg is not None:
+            returned = f"({node.args.vararg.arg}[0] if {node.args.vararg.arg} else None)"
+        else:
+            return None
+    else:
+        returned = "None"
+    signature = ast.unparse(node.args)
+    return f"def {helper_name}({signature}):\n    return {returned}\n"
+
+
+def pass_through_main(entry_point: str, helper_name: str) -> str:
+    """A main that adds nothing: the entry point hands its arguments to the helper."""
+    return f"def {entry_point}(*args, **kwargs):\n    return {helper_name}(*args, **kwargs)\n"
+
+
+def null_program(entry_point: str) -> str:
+    """A program whose entry point returns ``None``: asserts that pass on it check nothing."""
+    return f"def {entry_point}(*args, **kwargs):\n    return None\n"
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """One program to run in place of the team's: ``agent``'s part replaced by the stub named ``kind``."""
+
+    agent: str
+    kind: str
+    program: str
+
+
+def counterfactual_programs(
+    preamble: str, helper_code: str, main_code: str, entry_point: str, helper_name: str
+) -> list[Counterfactual]:
+    """The programs with the helper author's or the main author's part swapped for each neutral stub that applies
+    (at least one per agent)."""
+    programs = []
+    for kind in HELPER_STUB_KINDS:
+        stub = helper_stub(helper_code, helper_name, kind)
+        if stub is not None:
+            programs.append(Counterfactual(helper_name, kind, assemble_program(preamble, stub, main_code).program))
+    programs.append(Counterfactual("main", "absent", assemble_program(preamble, helper_code, "").program))
+    programs.append(
+        Counterfactual(
+            "main",
+            "pass_through",
+            assemble_program(preamble, helper_code, pass_through_main(entry_point, helper_name)).program,
+        )
+    )
+    return programs
+
+
+def dependent_tests(team_passed: list[bool], counterfactual_passed: list[list[bool]]) -> int:
+    """How many tests pass with the team's program and fail under every counterfactual of one agent."""
+    if not counterfactual_passed:
+        raise ValueError("an agent's contribution needs at least one counterfactual run")
+    return sum(
+        1 for index, passed in enumerate(team_passed) if passed and not any(run[index] for run in counterfactual_passed)
+    )
+
+
+def normalized_assert(source: str) -> str:
+    """An assert's structure without formatting (``ast.dump``), to recognise a copied test; raw text if unparsable."""
+    tree = _parse(source)
+    return ast.dump(tree) if tree is not None else source.strip()
+
+
+def tester_contribution(valid: list[bool], discriminating: list[bool], new: list[bool], pass_rate: float) -> float:
+    """(asserts valid, discriminating and new) / max(3, asserts written), times the team's held-out pass rate."""
+    counted = sum(1 for v, d, n in zip(valid, discriminating, new, strict=True) if v and d and n)
+    return counted / max(3, len(valid)) * pass_rate
