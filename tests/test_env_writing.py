@@ -8,8 +8,9 @@ import pytest
 from envs_helpers import ARTICLE_ACTIONS, writing_env
 
 from llm_marl_envs.core.similarity import make_similarity, mean_pairwise_similarity
-from llm_marl_envs.envs.writing.quality import quality_terms, structure_ok
+from llm_marl_envs.envs.writing.quality import form_terms, structure_ok
 from llm_marl_envs.envs.writing.tasks import load_writing_tasks
+from llm_marl_envs.envs.writing.text_stats import copied_fraction, fluency, ngrams
 
 NEWS_TASK = "news/000"
 
@@ -36,20 +37,41 @@ def test_good_summaries_beat_bad_ones() -> None:
     assert good["quality_terms"]["structure"] == 1.0
     assert bad["quality_terms"]["structure"] == 0.5  # a one-line headline, but no bullet list
     assert good["quality_terms"]["length_ratio"] == 1.0
-    assert bad["quality_terms"]["unique_words"] == 1 / 16  # one distinct word in 16
+    # "the the the the": one distinct bigram in three, and none of the article's content
+    assert bad["quality_terms"]["fluency"] == pytest.approx(1 / 3 / 0.8)
+    assert bad["quality_terms"]["coverage"] == 0.0
 
 
 @pytest.mark.parametrize("backend", ["tfidf", "minilm"])
-def test_identical_contributions_have_maximal_consistency(backend: str) -> None:
+def test_identical_contributions_earn_no_consistency(backend: str) -> None:
     model = make_similarity(backend)
     text = ARTICLE_ACTIONS["detailed"]
     assert mean_pairwise_similarity([text, text, text], model) == pytest.approx(1.0)
     unrelated = mean_pairwise_similarity([text, "Quarterly earnings of the chip maker rose."], model)
     assert unrelated < 0.5
     assert mean_pairwise_similarity([text, ""], model) == 0.0
+    assert mean_pairwise_similarity([text], model) is None
     env = writing_env(num_agents=2, similarity=backend)
-    info = _score(env, {"concise": text, "detailed": text})
-    assert info["reward_components"]["consistency"] == pytest.approx(1.0)
+    duplicated = _score(env, {"concise": text, "detailed": text})
+    honest = _score(env, {"concise": ARTICLE_ACTIONS["concise"], "detailed": text})
+    # Resemblance is reported (the seeds' notion) but duplicated parts are redundant: no contribution, no consistency.
+    assert duplicated["quality_terms"]["similarity"] == pytest.approx(1.0)
+    assert duplicated["quality_terms"]["duplication"] == 1.0
+    assert duplicated["reward_components"]["consistency"] == 0.0
+    assert honest["reward_components"]["consistency"] > 0.8
+    assert honest["reward_components"]["contributions"] == {"concise": 1.0, "detailed": 1.0}
+
+
+def test_a_single_writer_has_no_consistency_and_renormalised_weights() -> None:
+    env = writing_env(num_agents=1)
+    env.reset(seed=0, options={"task_id": NEWS_TASK})
+    text = ARTICLE_ACTIONS["concise"] + " " + ARTICLE_ACTIONS["detailed"]
+    _, rewards, _, _, infos = env.step({"solo": text})
+    components = infos["solo"]["reward_components"]
+    assert components["consistency"] is None and components["contributions"] == {}
+    weights = env.reward_weights
+    expected = (weights.quality + weights.consistency) * components["quality"] - weights.turn
+    assert rewards["solo"] == pytest.approx(expected)
 
 
 def test_minilm_rates_paraphrases_above_unrelated_text() -> None:
@@ -75,10 +97,22 @@ def test_structure_rules() -> None:
     assert structure_ok("A headline", "one_line") and not structure_ok("two\nlines", "one_line")
 
 
-def test_quality_terms_for_solo_have_no_ratio() -> None:
-    terms = quality_terms("tldr", {"solo": "source text here"}, coverage=0.75)
-    assert set(terms) == {"length", "coverage", "unique_words"}
-    assert terms["coverage"] == 0.75 and terms["unique_words"] == 1.0
+def test_form_terms_for_solo_have_no_ratio() -> None:
+    assert set(form_terms("tldr", {"solo": "source text here"})) == {"length"}
+
+
+def test_copying_and_fluency_measures() -> None:
+    source = load_writing_tasks("news").get(NEWS_TASK)["source"]
+    lead = " ".join(source.split()[:60])
+    assert copied_fraction(lead, ngrams(source)) == 1.0
+    assert copied_fraction(ARTICLE_ACTIONS["detailed"], ngrams(source)) < 0.2
+    assert fluency(ARTICLE_ACTIONS["detailed"], telegraphic=False) == 1.0
+    keywords = "bushfire Hill Top residents Goulburn Hume Highway winds Sydney Mittagong blaze crews evacuated"
+    assert fluency(keywords, telegraphic=False) == 0.0
+    assert fluency((ARTICLE_ACTIONS["detailed"] + " ") * 3, telegraphic=False) < 0.5
+    assert fluency(ARTICLE_ACTIONS["key_points"], telegraphic=True) == 1.0  # short telegraphic bullets are fine
+    assert fluency("- Strong winds pushed the fire toward the town of Hill Top", telegraphic=True) == 1.0
+    assert fluency("- " + keywords, telegraphic=True) < 0.3  # a long bullet of keywords is not ("top" is a stop word)
 
 
 def test_arxiv_style_from_a_local_jsonl(tmp_path) -> None:

@@ -31,18 +31,30 @@ cache_verdicts=True, max_action_chars=8192, max_observation_chars=32768, render_
 
 ## Observation Space
 A string: role and instruction, action protocol, the role's view of the problem (signature and docstring; `aux` also
-gets the dataset's helper hint), the agent's own current code, feedback (syntax errors in its own code, results of the
-visible tests on the team's program; the tester sees how many of its asserts the team's program passes) and messages
-to it. `observability="team"` adds teammates' current drafts.
+gets the dataset's helper hint), the agent's own current code, feedback and messages to it.
+`observability="team"` adds teammates' current drafts. Feedback holds only task-owned text and the agent's own
+errors: syntax errors in its own code, and for each *visible* test its assert and verdict (`passed`, `failed`,
+`timeout`, or `error` with the exception's type when it is a builtin one). Exception messages, printed output,
+custom exception names and a teammate's syntax-error text never appear (they are free text a teammate's program
+controls); a team program that does not parse is reported by whose section the error is in. The tester sees how
+many of its asserts the team's program passes. Held-out tests appear in no observation or info.
 
 ## Action Space
 A string. Code may be wrapped in a ```python fence (the env extracts it). `<message>`/`<done/>` as in every env.
 
 ## Rewards
-Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t`, `S = w_q·quality + w_c·consistency`.
-Quality: weighted unit-test pass rate, syntax, role structure, helper usage and tester validity
-(:mod:`llm_marl_envs.envs.coding.quality`). Consistency: mean pairwise similarity of the agents' contributions.
+Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t`, `S = w_q·quality + w_c·consistency`
+(one agent: `S = (w_q + w_c)·quality`, consistency `None`).
+Quality (:mod:`llm_marl_envs.envs.coding.quality`): 0.8 · held-out pass rate + 0.1 · syntax (the program parses and
+defines the entry point) + 0.1 · structure (each role defines its function). Consistency
+(:mod:`llm_marl_envs.envs.coding.contribution`): the mean of per-agent counterfactual contributions — `aux` and
+`main` earn the held-out pass rate when some held-out test that passes fails once their part is swapped for neutral
+stubs (`aux`: `return None` / identity with its signature; `main`: absent / pass-through to `aux`); the tester for
+asserts that are valid on the reference, fail on a null program and copy no visible test; the reviewer for gains
+after its messages. All runs of a turn go to the executor as one batch, and identical runs come from the cache.
 MAGRPO mode (2 agents): each step pays MAGRPO's aux/main code reward of that turn's program.
+`infos[agent]` carries counts (visible and held-out passed/total), the contributions and code metrics;
+`state()["assessment"]` the full reports, counterfactual runs and the program.
 
 ## Version History
 * v0: initial release.

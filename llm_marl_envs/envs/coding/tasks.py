@@ -9,7 +9,8 @@
   ``check(candidate)`` function) or ``tests`` (a list of asserts), optional ``canonical_solution`` (the body
   following the prompt), ``helper_hint`` and ``split``.
 
-Tests are split into one assert each (as MAGRPO does), repeats dropped, then into two disjoint sets (:func:`split_visible`):
+Tests are split into one assert each (as MAGRPO does), repeats dropped, then into two disjoint sets
+(:func:`split_visible`):
 
 * *visible* — the first third, rounded up (at least one when there are two or more): the agents see these asserts and
   their verdicts on the team's program in their feedback, to debug with;

@@ -42,10 +42,24 @@ A string. Free text is the agent's draft (it replaces the previous one; an empty
 
 ## Rewards
 Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t` with
-`S = w_q·quality + w_c·consistency`, so the return is the episode objective on the final drafts.
-Quality: mean of reference-free terms (length fit, length ratio, source coverage by similarity, unique-word ratio,
-structure) — see :mod:`llm_marl_envs.envs.writing.quality`. Consistency: mean pairwise similarity of the parts.
-MAGRPO mode (2 agents): each step pays MAGRPO's level-gated TLDR/arXiv reward of that turn's two parts.
+`S = w_q·quality + w_c·consistency` (one agent: `S = (w_q + w_c)·quality`, consistency `None`), so the return is the
+episode objective on the final drafts.
+
+* Quality (:mod:`llm_marl_envs.envs.writing.quality`): `(0.5·form + 0.5·coverage) · originality · fluency` — form is
+  per-role length fit, length ratio and structure; coverage the weighted share of the source's salient content
+  (tf-idf stems over the dataset, and its numbers) the parts mention; originality 1 − the share of tokens copied from
+  the source in runs of 8+ tokens; fluency function-word presence times distinct-2.
+* Consistency (:mod:`llm_marl_envs.envs.writing.contribution`): coverage × the mean per-agent contribution, each the
+  product of its Shapley share of the covered salient content against its role's size, its validity (fluency,
+  originality), the grounding of its numbers in the source, and 1 − its redundancy with any teammate (similarity
+  above the backend's cap, or shared 4-grams). Resemblance (`similarity`) and `duplication` are reported in
+  `quality_terms`, never paid.
+* MAGRPO mode (2 agents): each step pays MAGRPO's level-gated TLDR/arXiv reward of that turn's two parts.
+
+Every degenerate strategy of the integrity suite (keyword stuffing, copied lead or sentences, duplicated or swapped
+parts, one agent writing for all, repetition, off-topic text, invented numbers, padded turns, message spam) scores
+strictly below honest writing at every team size under both similarity backends: see the table below and
+`python -m benchmarks.reward_integrity`.
 
 ## Version History
 * v0: initial release.
@@ -53,16 +67,54 @@ MAGRPO mode (2 agents): each step pays MAGRPO's level-gated TLDR/arXiv reward of
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from llm_marl_envs.core.base_env import Assessment, CollaborativeTextEnv
 from llm_marl_envs.core.rewards import RewardWeights
-from llm_marl_envs.core.similarity import make_similarity, mean_off_diagonal
+from llm_marl_envs.core.similarity import duplication_rate, make_similarity, mean_off_diagonal
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
-from llm_marl_envs.envs.writing.quality import combined_text, part_feedback, quality, quality_terms
+from llm_marl_envs.core.tasks import TaskSource
+from llm_marl_envs.envs.writing.contribution import (
+    REDUNDANCY_CAPS,
+    ROLE_SHARE_SLACK,
+    grounding,
+    redundancy,
+    role_shares,
+    shapley_credit,
+)
+from llm_marl_envs.envs.writing.quality import COVERAGE_TARGET, form_terms, part_feedback, quality
 from llm_marl_envs.envs.writing.roles import PART_SPECS, writing_team
 from llm_marl_envs.envs.writing.tasks import load_writing_tasks
+from llm_marl_envs.envs.writing.text_stats import (
+    IDF_MAX_DOCUMENTS,
+    DocumentFrequencies,
+    SalientContent,
+    content_stems,
+    copied_fraction,
+    fluency,
+    ngrams,
+    numbers,
+    salient_units,
+    tokens,
+)
+
+# Document frequencies of each dataset, computed once per process (a dataset's sources do not change).
+_FREQUENCIES: weakref.WeakKeyDictionary[TaskSource, DocumentFrequencies] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class _SourceStats:
+    salient: SalientContent
+    numbers: set[str]
+    ngrams: set[tuple[str, ...]]
+
+
+def _weighted(values: Mapping[str, float], sizes: Mapping[str, int], total: int, empty: float) -> float:
+    """Token-weighted mean of per-part ``values`` (``empty`` when no part has a token)."""
+    return sum(values[role] * sizes[role] for role in values) / total if total else empty
 
 
 class WritingEnv(CollaborativeTextEnv):
@@ -109,22 +161,64 @@ class WritingEnv(CollaborativeTextEnv):
         )
         self.style = style
         self.similarity = make_similarity(similarity)
+        self._sources: dict[str, _SourceStats] = {}
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:
-        """Score the parts: reference-free quality, pairwise consistency, per-role feedback."""
-        # One similarity call for coverage and consistency: [source, whole piece, part 1, ..., part n].
-        combined = combined_text(drafts)
-        sims = self.similarity.matrix([self.task["source"], combined, *drafts.values()])
-        terms = quality_terms(self.style, drafts, coverage=float(sims[0, 1]) if combined else 0.0)
+        """Score the parts: reference-free quality, counterfactual contributions, per-role feedback."""
+        source = self._source_stats()
         specs = PART_SPECS[self.style]
+        copied = {role: copied_fraction(text, source.ngrams) for role, text in drafts.items()}
+        fluent = {role: fluency(text, specs[role].structure is not None) for role, text in drafts.items()}
+        sizes = {role: len(tokens(text)) for role, text in drafts.items()}
+        total_tokens = sum(sizes.values())
+
+        terms = form_terms(self.style, drafts)
+        team_units = set().union(*(content_stems(text) for text in drafts.values()))
+        salient_coverage = source.salient.coverage(team_units)
+        terms["coverage"] = min(1.0, salient_coverage / COVERAGE_TARGET)
+        terms["originality"] = 1.0 - _weighted(copied, sizes, total_tokens, empty=0.0)
+        terms["fluency"] = _weighted(fluent, sizes, total_tokens, empty=0.0)
+
+        contributions: dict[str, float | None] = {}
+        consistency = None
+        texts = list(drafts.values())
+        if len(drafts) > 1:
+            sims = self.similarity.matrix(texts)
+            validity = {role: fluent[role] * (1.0 - copied[role]) for role in drafts}
+            credit = shapley_credit(source.salient, drafts, validity)
+            middle = {role: (specs[role].min_words + specs[role].max_words) / 2 for role in drafts}
+            targets = {role: ROLE_SHARE_SLACK * middle[role] / sum(middle.values()) for role in drafts}
+            shares = role_shares(credit, targets)
+            redundant = redundancy(drafts, sims, REDUNDANCY_CAPS[self.similarity.name])
+            for role, text in drafts.items():
+                agreement = grounding(text, source.numbers)
+                contributions[role] = shares[role] * validity[role] * agreement * (1.0 - redundant[role])
+            consistency = terms["coverage"] * sum(contributions.values()) / len(contributions)
+            terms["similarity"] = mean_off_diagonal(sims)
+            terms["duplication"] = duplication_rate(texts, sims)
         return Assessment(
             quality=quality(terms),
-            consistency=mean_off_diagonal(sims[2:, 2:]),
+            consistency=consistency,
             quality_terms=terms,
-            feedback={role: part_feedback(text, specs[role]) for role, text in drafts.items()},
+            feedback={
+                role: part_feedback(text, specs[role], copied[role], fluent[role]) for role, text in drafts.items()
+            },
             magrpo_reward=self._magrpo(drafts),
-            details={"similarity_backend": self.similarity.name},
+            contributions=contributions,
+            details={"similarity_backend": self.similarity.name, "salient_coverage": salient_coverage},
         )
+
+    def _source_stats(self) -> _SourceStats:
+        """Salient content, numbers and long n-grams of the current task's source (computed once per task)."""
+        task = self.task
+        if task.task_id not in self._sources:
+            frequencies = _FREQUENCIES.get(self.task_source)
+            if frequencies is None:
+                documents = (self.task_source.get(i)["source"] for i in self.task_source.ids()[:IDF_MAX_DOCUMENTS])
+                frequencies = _FREQUENCIES[self.task_source] = DocumentFrequencies(documents)
+            text = task["source"]
+            self._sources[task.task_id] = _SourceStats(salient_units(text, frequencies), numbers(text), ngrams(text))
+        return self._sources[task.task_id]
 
     def _magrpo(self, drafts: Mapping[str, str]) -> float | None:
         if self.reward_mode != "magrpo":

@@ -1,14 +1,19 @@
 """Reference-free quality of a team's writing, and the per-agent feedback that explains it.
 
-Quality is the mean of these terms, each in [0, 1]:
+    quality = (0.5 * form + 0.5 * coverage) * originality * fluency
 
-* ``length`` — mean over roles of how well each part's word count fits its range (:data:`roles.PART_SPECS`):
-  1 inside, linear towards 0 outside (:func:`~llm_marl_envs.core.rewards.bounded_length_score`);
-* ``length_ratio`` — with both parts of the style's pair present, how well longer/shorter word counts fit
-  :data:`roles.LENGTH_RATIO_BOUNDS` (a detailed summary 2–6x the concise one; balanced arXiv paragraphs);
-* ``coverage`` — similarity between the source and all parts together (the similarity backend of the env);
-* ``unique_words`` — distinct words / words over all parts (1 = no repetition); 0 for no words;
-* ``structure`` — for roles with a structure rule, the fraction of rules met (bullets, one line).
+* ``form`` — the mean of the format terms present:
+  ``length`` (mean over roles of how well each part's word count fits its range, :data:`roles.PART_SPECS`: 1 inside,
+  linear towards 0 outside, :func:`~llm_marl_envs.core.rewards.bounded_length_score`), ``length_ratio`` (with both
+  parts of the style's pair present, how well longer/shorter word counts fit :data:`roles.LENGTH_RATIO_BOUNDS`) and
+  ``structure`` (for roles with a structure rule, the fraction of rules met: bullets, one line);
+* ``coverage`` — the weighted fraction of the source's salient content the parts mention, over
+  :data:`COVERAGE_TARGET` and capped at 1 (an honest summary of a 200-word article mentions about half of it);
+* ``originality`` — 1 minus the share of the parts' tokens copied from the source in long spans;
+* ``fluency`` — the token-weighted mean over parts of function-word presence times freedom from repetition.
+
+The last two multiply: a pasted lead, a keyword list, or a part repeated three times scores near 0 however well it
+covers the source. See :mod:`~llm_marl_envs.envs.writing.text_stats` for each measure and why.
 """
 
 from __future__ import annotations
@@ -52,8 +57,12 @@ def combined_text(drafts: Mapping[str, str]) -> str:
     return "\n\n".join(text for text in drafts.values() if text.strip())
 
 
-def quality_terms(style: str, drafts: Mapping[str, str], coverage: float) -> dict[str, float]:
-    """The quality terms of ``drafts`` (role -> text) in ``style``, given the source ``coverage`` similarity."""
+COVERAGE_TARGET = 0.5
+"""Weighted salient coverage that earns the full coverage term."""
+
+
+def form_terms(style: str, drafts: Mapping[str, str]) -> dict[str, float]:
+    """The format terms of ``drafts`` (role -> text) in ``style``: length, length ratio, structure."""
     specs = {role: PART_SPECS[style][role] for role in drafts}
     counts = {role: len(words(text)) for role, text in drafts.items()}
     terms = {"length": sum(bounded_length_score(counts[r], s.min_words, s.max_words) for r, s in specs.items())}
@@ -63,10 +72,6 @@ def quality_terms(style: str, drafts: Mapping[str, str], coverage: float) -> dic
     if shorter in drafts and longer in drafts:
         terms["length_ratio"] = ratio_score(counts[longer] / counts[shorter], low, high) if counts[shorter] else 0.0
 
-    terms["coverage"] = coverage
-    all_words = words(combined_text(drafts))
-    terms["unique_words"] = len(set(all_words)) / len(all_words) if all_words else 0.0
-
     ruled = {r: s for r, s in specs.items() if s.structure}
     if ruled:
         terms["structure"] = sum(structure_ok(drafts[r], s.structure) for r, s in ruled.items()) / len(ruled)
@@ -74,12 +79,13 @@ def quality_terms(style: str, drafts: Mapping[str, str], coverage: float) -> dic
 
 
 def quality(terms: Mapping[str, float]) -> float:
-    """Quality = mean of the terms."""
-    return sum(terms.values()) / len(terms)
+    """quality = (0.5 * mean(form terms) + 0.5 * coverage) * originality * fluency (see the module docstring)."""
+    form = [terms[name] for name in ("length", "length_ratio", "structure") if name in terms]
+    return (0.5 * sum(form) / len(form) + 0.5 * terms["coverage"]) * terms["originality"] * terms["fluency"]
 
 
-def part_feedback(text: str, spec: PartSpec) -> str:
-    """Feedback on one part: its length against the target, repetition and structure."""
+def part_feedback(text: str, spec: PartSpec, copied: float = 0.0, fluent: float = 1.0) -> str:
+    """Feedback on one part (its own text only): length against the target, copying, fluency, repetition, structure."""
     if not text.strip():
         return "Your draft is empty: write your part."
     tokens = words(text)
@@ -91,6 +97,10 @@ def part_feedback(text: str, spec: PartSpec) -> str:
     unique = len(set(tokens)) / len(tokens) if tokens else 0.0
     if unique < 0.5:
         lines.append(f"Repetitive: only {unique:.0%} of words are distinct.")
+    if copied > 0.2:
+        lines.append(f"{copied:.0%} of your words are copied from the source in long runs: rephrase in your own words.")
+    if fluent < 0.8:
+        lines.append("Write fluent sentences, not lists of keywords or repeated phrases.")
     if not structure_ok(text, spec.structure):
         lines.append(
             {"bullets": "Use 3-5 lines, each starting with '- '.", "one_line": "Use a single line."}[spec.structure]
