@@ -1,0 +1,103 @@
+"""Canary tests of partial observability: a random token one agent plants must reach no other agent, except as a
+message sent to it.
+
+A coding agent's program can print, raise, name things and fail to parse; whatever text it makes at run time is free
+text it controls, so none of it may reach a teammate's observation or anyone's infos (the full reports live in
+``state()``, which the tests check so that each canary is known to have been produced).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from envs_helpers import ARTICLE_ACTIONS, coding_env, writing_env
+
+TASK = "HumanEval/0"  # has_close_elements(numbers, threshold)
+ENTRY = "has_close_elements"
+
+
+def _canary() -> str:
+    return f"canary_{secrets.token_hex(6)}"
+
+
+# Programs that plant the token at run time. `{t}` is the token; each defines `aux` and the entry point so the
+# tests exercise it whichever agent plants it (the other agent's draft is then a bare caller or empty).
+PLANTED_PROGRAMS: dict[str, str] = {
+    "exception_message": "def aux(*a):\n    raise ValueError('{t}')\n",
+    "stdout": "print('{t}')\ndef aux(*a):\n    print('{t}')\n    return 0\n",
+    "stderr": "import sys\nsys.stderr.write('{t}')\ndef aux(*a):\n    sys.stderr.write('{t}')\n    return 0\n",
+    "exception_class_name": "class {t}(Exception):\n    pass\ndef aux(*a):\n    raise {t}('x')\n",
+    "name_error": "def aux(*a):\n    return {t}\n",
+    "import_time_error": "raise RuntimeError('{t}')\ndef aux(*a):\n    return 0\n",
+    "import_time_custom_exception": "class {t}(Exception):\n    pass\nraise {t}()\ndef aux(*a):\n    return 0\n",
+    "compile_error": "def aux({t}, {t}):\n    return 0\n",
+    "syntax_error": "def aux(*a):\n    return ({t} +\n",
+    "recursion_error": "def {t}(n):\n    return {t}(n)\ndef aux(*a):\n    return {t}(1)\n",
+    "assertion_in_program": "def aux(*a):\n    assert False, '{t}'\n",
+}
+CALLER = f"def {ENTRY}(numbers, threshold):\n    return aux(numbers, threshold)\n"
+
+
+def _leaks(token: str, observations: dict[str, str], infos: dict[str, dict], planter: str) -> list[str]:
+    """Where the token shows up outside the planter's own observation."""
+    places = [f"observation of {a}" for a, text in observations.items() if a != planter and token in text]
+    places += [f"infos of {a}" for a, info in infos.items() if token in json.dumps(info, default=str)]
+    return places
+
+
+@pytest.mark.parametrize("vector", sorted(PLANTED_PROGRAMS))
+@pytest.mark.parametrize("num_agents", [1, 2, 3, 4])
+def test_run_time_text_of_a_program_reaches_no_teammate(vector: str, num_agents: int) -> None:
+    env = coding_env(num_agents=num_agents)
+    planters = ["solo"] if num_agents == 1 else ["aux", "main"]
+    for planter in planters:
+        token = _canary()
+        program = PLANTED_PROGRAMS[vector].format(t=token)
+        drafts = {"solo": program + "\n" + CALLER} if num_agents == 1 else {"aux": "", "main": CALLER}
+        if num_agents > 1:
+            drafts[planter] = program + ("\n" + CALLER if planter == "main" else "")
+        drafts.update({"tester": f"assert {ENTRY}([1.0, 2.0], 0.5) is False", "reviewer": "Looks fine."})
+        env.reset(seed=0, options={"task_id": TASK})
+        for _turn in range(2):  # the second turn shows the first turn's feedback again, and the reviewer's view
+            observations, _, _, _, infos = env.step({a: f"```python\n{drafts[a]}\n```" for a in env.agents})
+            assert _leaks(token, observations, infos, planter) == [], (vector, planter)
+        state = json.dumps(env.state(), default=str)
+        assert token in state, "the canary must have been produced (full reports live in state())"
+
+
+def test_builtin_exception_types_and_verdicts_are_shown() -> None:
+    """What an agent may see of a failing run: the visible assert, its verdict and a builtin exception's type."""
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    observations, *_ = env.step({"aux": "def aux(*a):\n    raise ValueError('secret text')", "main": CALLER})
+    assert f"- assert {ENTRY}(" in observations["main"] and ": error (ValueError)" in observations["main"]
+    assert "secret text" not in observations["main"]
+    assert "secret text" not in observations["aux"].split("## Feedback")[1]  # only in aux's own draft
+
+
+def test_syntax_error_text_goes_to_its_author_only() -> None:
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    token = _canary()
+    # Each draft parses alone; together aux's unterminated triple quote swallows main's code.
+    aux = f'def aux(*a):\n    return 0\nnote = """{token}'
+    observations, *_ = env.step({"aux": aux, "main": CALLER})
+    assert "The team's program does not parse" in observations["main"]
+    assert token not in observations["main"]
+
+
+@pytest.mark.parametrize("num_agents", [2, 3, 4])
+def test_writing_drafts_stay_private_and_messages_reach_only_their_recipient(num_agents: int) -> None:
+    env = writing_env(num_agents=num_agents)
+    env.reset(seed=0, options={"task_id": "news/000"})
+    planter, *others = env.possible_agents
+    token, whisper = _canary(), _canary()
+    actions = {a: ARTICLE_ACTIONS[a] for a in env.agents}
+    actions[planter] = f'{ARTICLE_ACTIONS[planter]} {token}<message to="{others[0]}">{whisper}</message>'
+    observations, _, _, _, infos = env.step(actions)
+    assert _leaks(token, observations, infos, planter) == []
+    assert whisper in observations[others[0]]
+    assert all(whisper not in observations[a] for a in others[1:])
+    assert token in json.dumps(env.state())
