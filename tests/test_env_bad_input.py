@@ -63,6 +63,18 @@ def test_invalid_unicode_is_replaced_and_flagged(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ENV_NAMES)
+def test_surrogates_in_an_action_within_the_limit_are_not_truncation(name: str) -> None:
+    env = ENV_FACTORIES[name](num_agents=2, max_action_chars=64)
+    env.reset(seed=0)
+    a, b = env.agents
+    action = "x" * 60 + "\ud800\udfff\udc80y"  # exactly 64 characters, three of them lone surrogates
+    _, _, _, _, infos = env.step({a: action, b: scripted_action(env, b, 1)})
+    assert infos[a]["action"]["invalid_unicode_replaced"]
+    assert not infos[a]["action"]["truncated"] and infos[a]["action"]["original_length"] == 64
+    assert env.state()["drafts"][a] == "x" * 60 + "\ufffd" * 3 + "y"
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
 def test_empty_and_malformed_actions_cost_reward_but_never_crash(name: str) -> None:
     env = ENV_FACTORIES[name](num_agents=2)
     env.reset(seed=0)

@@ -1,0 +1,163 @@
+"""Reward integrity: every degenerate strategy an optimiser could find must score below honest teamwork.
+
+For each env, team size and similarity backend, every strategy of the library (``benchmarks/integrity/``) plays the
+same tasks; the table gives each strategy's mean joint return (the env's ``team_return``: quality and consistency
+paid once, minus turn, message and invalid-action costs) and its rank. Honest references come first in the
+library; a degenerate strategy that ties or beats the honest one is an exploit the reward pays for.
+
+    python -m benchmarks.reward_integrity [--env writing|coding|both] [--sizes 1 2 3 4] [--backends minilm tfidf]
+                                          [--tasks N] [--executor auto|docker|local] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.integrity import Strategy
+
+HONEST_REFERENCE = "honest"
+"""The strategy every degenerate one is measured against (the library's other honest strategies are reported too)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One strategy's result in one setting."""
+
+    env: str
+    num_agents: int
+    similarity: str
+    strategy: str
+    honest: bool
+    mean_return: float
+    returns: tuple[float, ...]
+    rank: int = 0
+    gap_to_honest: float = 0.0
+    """``mean_return - honest mean_return`` (negative for a strategy that loses to honest work)."""
+
+
+def play(env: Any, strategy: Strategy, task_id: str) -> float:
+    """One episode of ``strategy`` on ``task_id``; the team's return."""
+    env.reset(seed=0, options={"task_id": task_id})
+    task = env.task
+    turn = 0
+    while env.agents:
+        turn += 1
+        actions = strategy.act(task, tuple(env.agents), turn)
+        if actions is None:
+            actions = {agent: "<done/>" for agent in env.agents}
+        env.step(actions)
+    return float(env.state()["team_return"])
+
+
+def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str]]]:
+    if env_name == "writing":
+        from benchmarks.integrity.writing_strategies import HONEST_TASK_IDS, WRITING_STRATEGIES
+
+        return WRITING_STRATEGIES, lambda: list(HONEST_TASK_IDS("tldr"))
+    from benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
+
+    return CODING_STRATEGIES, lambda: list(HONEST_TASK_IDS())
+
+
+def make_env(env_name: str, num_agents: int, similarity: str, executor: str) -> Any:
+    """The env under its default settings, but for team size, similarity backend and (coding) executor."""
+    if env_name == "writing":
+        from llm_marl_envs import writing_v0
+
+        return writing_v0.parallel_env(num_agents=num_agents, similarity=similarity)
+    from llm_marl_envs import coding_v0
+
+    return coding_v0.parallel_env(
+        num_agents=num_agents, dataset="decomposable", similarity=similarity, executor=executor
+    )
+
+
+def evaluate(
+    env_name: str,
+    sizes: Sequence[int],
+    backends: Sequence[str],
+    tasks: int,
+    executor: str = "auto",
+    strategies: Sequence[str] | None = None,
+) -> list[Row]:
+    """Play every strategy on the first ``tasks`` tasks with honest references, per size and backend."""
+    library, task_ids = _library(env_name)
+    chosen = task_ids()[:tasks]
+    rows: list[Row] = []
+    for similarity in backends:
+        for size in sizes:
+            env = make_env(env_name, size, similarity, executor)
+            setting = []
+            for strategy in library:
+                if size not in strategy.team_sizes or (strategies and strategy.name not in strategies):
+                    continue
+                returns = tuple(play(env, strategy, task_id) for task_id in chosen)
+                setting.append(
+                    Row(env_name, size, similarity, strategy.name, strategy.honest, statistics.fmean(returns), returns)
+                )
+            rows.extend(_ranked(setting))
+    return rows
+
+
+def _ranked(rows: list[Row]) -> list[Row]:
+    honest = next((r.mean_return for r in rows if r.strategy == HONEST_REFERENCE), None)
+    order = sorted(rows, key=lambda r: -r.mean_return)
+    return [
+        Row(**{**asdict(r), "rank": order.index(r) + 1, "gap_to_honest": r.mean_return - honest if honest else 0.0})
+        for r in rows
+    ]
+
+
+def table(rows: Sequence[Row]) -> str:
+    """A Markdown table: one line per setting and strategy, best first."""
+    lines = ["| env | agents | similarity | strategy | honest | mean return | rank | vs honest |", "|" + "---|" * 8]
+    for r in sorted(rows, key=lambda r: (r.env, r.num_agents, r.similarity, r.rank)):
+        lines.append(
+            f"| {r.env} | {r.num_agents} | {r.similarity} | {r.strategy} | {'yes' if r.honest else ''} | "
+            f"{r.mean_return:.3f} | {r.rank} | {r.gap_to_honest:+.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def violations(rows: Sequence[Row], margin: float) -> list[Row]:
+    """Degenerate strategies that do not lose to honest work by at least ``margin`` in their setting."""
+    return [r for r in rows if not r.honest and r.gap_to_honest > -margin]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the suite and print the table (and write JSON with ``--json``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", choices=("writing", "coding", "both"), default="both", help="which env family")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 3, 4], help="team sizes")
+    parser.add_argument("--backends", nargs="+", default=["minilm", "tfidf"], help="similarity backends")
+    parser.add_argument("--tasks", type=int, default=8, help="tasks per strategy (the first with honest references)")
+    parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
+    parser.add_argument("--margin", type=float, default=0.05, help="required loss of every degenerate strategy")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    rows: list[Row] = []
+    for env_name in ("writing", "coding") if args.env == "both" else (args.env,):
+        rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor)
+    print(table(rows))
+    failing = violations(rows, args.margin)
+    print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; degenerate strategies within {args.margin} of "
+          f"honest or above: {len(failing)}")
+    for r in failing:
+        print(f"  {r.env} n={r.num_agents} {r.similarity}: {r.strategy} {r.gap_to_honest:+.3f}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
