@@ -9,11 +9,18 @@ finished (:mod:`~llm_marl_envs.core.termination`) and renders each agent's next 
 
 Bad input is rejected before anything changes: a step with missing or extra agents, an action for a finished agent or
 a non-string action raises ``ValueError``/``TypeError`` naming the agent, and the env is exactly as it was.
+
+Copies. An env remembers the arguments it was built with (as PettingZoo's ``EzPickle`` does) and keeps its episode in
+the attributes named by ``EPISODE_ATTRIBUTES``. ``pickle`` and ``copy.deepcopy`` rebuild the env from its arguments
+(process-wide resources such as the sandbox executor, the similarity model and the datasets are shared, not copied)
+and carry the episode over, so a copy made at any point continues exactly like the original. ``snapshot()`` /
+``restore()`` save and reset only the episode, cheaply, in place: the G branches of a group restore one snapshot.
 """
 
 from __future__ import annotations
 
 import abc
+import copy
 import json
 import warnings
 from collections.abc import Mapping, Sequence
@@ -65,10 +72,41 @@ class Assessment:
     """Privileged diagnostics (full test reports with their messages, counterfactual runs): ``state()`` only."""
 
 
+@dataclass(frozen=True)
+class EnvSnapshot:
+    """The episode state of one env at one moment (see :meth:`CollaborativeTextEnv.snapshot`)."""
+
+    env_type: type
+    state: Mapping[str, Any]
+
+
 class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     """A team of LLM agents with distinct roles writing one output together (see module docstring)."""
 
     metadata: ClassVar[dict[str, Any]] = {"name": "collaborative_text_v0", "render_modes": ["human", "ansi"]}
+    EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
+        "task",
+        "agents",
+        "turn",
+        "drafts",
+        "done",
+        "channel",
+        "feedback",
+        "score",
+        "team_return",
+        "message_tokens",
+        "invalid_actions",
+        "end_reason",
+        "last_assessment",
+        "_rng",
+    )
+    """Everything that changes during an episode: what snapshots, copies and pickles carry."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> CollaborativeTextEnv:
+        # Remember the constructor's arguments (PettingZoo's EzPickle idea) so copies can be rebuilt from them.
+        env = super().__new__(cls)
+        env._constructor = (args, kwargs)
+        return env
 
     def __init__(
         self,
@@ -232,6 +270,41 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             "end_reason": self.end_reason,
             "assessment": None if self.last_assessment is None else dict(self.last_assessment.private),
         }
+
+    def snapshot(self) -> EnvSnapshot:
+        """The current episode state (a deep copy: later steps do not change it). Cheap: drafts, messages, scores."""
+        return EnvSnapshot(type(self), copy.deepcopy(self._episode_state()))
+
+    def restore(self, snapshot: EnvSnapshot) -> None:
+        """Put the env back to ``snapshot``'s episode state; one snapshot can be restored any number of times."""
+        if not isinstance(snapshot, EnvSnapshot):
+            raise TypeError(f"snapshot: expected EnvSnapshot, got {type(snapshot).__name__}")
+        if snapshot.env_type is not type(self):
+            raise ValueError(f"snapshot of a {snapshot.env_type.__name__} cannot restore a {type(self).__name__}")
+        self._set_episode_state(copy.deepcopy(snapshot.state))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"constructor": self._constructor, "episode": self._episode_state()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        args, kwargs = state["constructor"]
+        self._constructor = (args, kwargs)
+        self.__init__(*args, **kwargs)
+        self._set_episode_state(state["episode"])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CollaborativeTextEnv:
+        # Rebuilt from the same arguments: shared resources (executor instances, models) are shared, not copied.
+        args, kwargs = self._constructor
+        clone = type(self)(*args, **kwargs)
+        clone._set_episode_state(copy.deepcopy(self._episode_state(), memo))
+        return clone
+
+    def _episode_state(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.EPISODE_ATTRIBUTES if hasattr(self, name)}
+
+    def _set_episode_state(self, state: Mapping[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     def render(self) -> str | None:
         """``"ansi"``: return the global state as text; ``"human"``: print it."""

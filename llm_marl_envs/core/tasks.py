@@ -46,6 +46,13 @@ class Task:
         """Return a JSON-friendly copy: ``{"task_id", "split", **fields}``."""
         return {"task_id": self.task_id, "split": self.split, **self.fields}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The read-only view of the fields cannot be pickled; rebuild it from a plain dict.
+        return (Task, (self.task_id, self.split, dict(self.fields)))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Task:
+        return self  # immutable
+
 
 def stable_split(task_id: str) -> str:
     """Assign ``task_id`` to a split by a hash that is the same on every machine and Python version."""

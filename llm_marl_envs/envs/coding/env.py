@@ -123,6 +123,12 @@ class CodingEnv(CollaborativeTextEnv):
         "render_modes": ["human", "ansi"],
         "is_parallelizable": True,
     }
+    EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
+        *CollaborativeTextEnv.EPISODE_ATTRIBUTES,
+        "_held_out_history",
+        "_reviewer_credit",
+        "_reviewer_had_work",
+    )
 
     def __init__(
         self,
@@ -267,12 +273,12 @@ class CodingEnv(CollaborativeTextEnv):
         private = {
             "program": parts.program,
             "program_syntax_error": program_error,
-            "team_report": team_report.to_dict() if team_report else None,
+            "team_report": _report_dict(team_report),
             "counterfactuals": [
-                {"agent": cf.agent, "kind": cf.kind, "report": reports[(cf.program, tuple(held_out))].to_dict()}
+                {"agent": cf.agent, "kind": cf.kind, "report": _report_dict(reports[(cf.program, tuple(held_out))])}
                 for cf in counterfactuals
             ],
-            "tester_on_team": tester_report.to_dict() if tester_report else None,
+            "tester_on_team": _report_dict(tester_report),
         }
         return Assessment(
             quality=weighted_quality(terms),
@@ -434,3 +440,12 @@ def _error_place(parts: ProgramParts, error: str, role: str) -> str:
             return "in your code: see above" if owner == role else f"in {owner}'s code"
         first = last + 2  # pieces are joined by one blank line
     return f"line {line}"
+
+
+def _report_dict(report: TestReport | None) -> dict[str, Any] | None:
+    """A report for ``state()``: everything but its wall-clock duration, so the state is reproducible."""
+    if report is None:
+        return None
+    data = report.to_dict()
+    data.pop("duration_s")
+    return data
