@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pettingzoo import ParallelEnv
 
+from llm_marl_envs.core import prompts
 from llm_marl_envs.core.channel import Channel, Message
 from llm_marl_envs.core.observation import OBSERVABILITY, ObservationParts, render_observation
 from llm_marl_envs.core.protocol import ParsedAction, parse_action
@@ -84,6 +85,10 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     """A team of LLM agents with distinct roles writing one output together (see module docstring)."""
 
     metadata: ClassVar[dict[str, Any]] = {"name": "collaborative_text_v0", "render_modes": ["human", "ansi"]}
+    SYSTEM_PROMPT: ClassVar[str] = prompts.DEFAULT_SYSTEM_PROMPT
+    ROLE_HINTS: ClassVar[Mapping[str, str]] = {}
+    concurrent_steps: ClassVar[bool] = False
+    """Whether a step mostly waits on I/O (the sandbox), so a rollout runner may step many envs from threads."""
     EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
         "task",
         "agents",
@@ -252,6 +257,17 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         if self.render_mode == "human":
             self.render()
         return observations, rewards, terminations, truncations, infos
+
+    def system_prompt(self, agent: str) -> str:
+        """The system prompt of ``agent``: the env's, plus the role's hint (``envs/*/prompts.py``)."""
+        return prompts.system_prompt(self.SYSTEM_PROMPT, self.ROLE_HINTS, self._known(agent))
+
+    def chat_messages(self, agent: str, observation: str | None = None) -> list[dict[str, str]]:
+        """``agent``'s current observation (or ``observation``, e.g. framed by a baseline) as chat messages:
+        ``[{"role": "system", ...}, {"role": "user", ...}]``, the format chat templates take."""
+        self._require_reset()
+        user = self._observe(self._known(agent)) if observation is None else observation
+        return prompts.chat(self.system_prompt(agent), user)
 
     def state(self) -> dict[str, Any]:
         """The full global state for centralized training: task, every draft, every message, turn, score."""

@@ -72,6 +72,7 @@ from llm_marl_envs.core.base_env import Assessment, CollaborativeTextEnv
 from llm_marl_envs.core.rewards import RewardWeights
 from llm_marl_envs.core.similarity import duplication_rate, make_similarity, mean_off_diagonal
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
+from llm_marl_envs.envs.coding import prompts
 from llm_marl_envs.envs.coding.contribution import (
     counterfactual_programs,
     dependent_tests,
@@ -123,6 +124,9 @@ class CodingEnv(CollaborativeTextEnv):
         "render_modes": ["human", "ansi"],
         "is_parallelizable": True,
     }
+    SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
+    ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
+    concurrent_steps: ClassVar[bool] = True
     EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
         *CollaborativeTextEnv.EPISODE_ATTRIBUTES,
         "_held_out_history",

@@ -77,6 +77,7 @@ from llm_marl_envs.core.rewards import RewardWeights
 from llm_marl_envs.core.similarity import duplication_rate, make_similarity, mean_off_diagonal
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
 from llm_marl_envs.core.tasks import TaskSource
+from llm_marl_envs.envs.writing import prompts
 from llm_marl_envs.envs.writing.contribution import (
     REDUNDANCY_CAPS,
     ROLE_SHARE_SLACK,
@@ -125,6 +126,8 @@ class WritingEnv(CollaborativeTextEnv):
         "render_modes": ["human", "ansi"],
         "is_parallelizable": True,
     }
+    SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
+    ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
 
     def __init__(
         self,

@@ -1,0 +1,13 @@
+"""The writing env's chat framing: the system prompt and per-role hints around each agent's observation."""
+
+from __future__ import annotations
+
+SYSTEM_PROMPT = (
+    "You are a careful writer in a small writing team. Write only your own part, in plain prose, "
+    "with no preamble such as 'Here is'."
+)
+
+ROLE_HINTS: dict[str, str] = {
+    "solo": "You write the whole piece alone: cover every part the task asks for.",
+}
+"""Hints beyond the role's instruction in the observation (the instruction stays the authority; hints sharpen form)."""

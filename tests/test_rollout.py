@@ -1,0 +1,126 @@
+"""The rollout runner: lockstep episodes over a batch of envs, and MAGRPO's branching tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from envs_helpers import ENV_FACTORIES, scripted_action
+
+from llm_marl_envs.rollout import ChatRequest, TreeNode, rollout_tree, run_episodes
+
+ENV_NAMES = sorted(ENV_FACTORIES)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A stand-in generation record: the runner must keep it whole."""
+
+    text: str
+    token_count: int
+
+
+class ScriptedPolicy:
+    """Answers each request with the test helpers' scripted action; counts calls and requests."""
+
+    def __init__(self, envs: list, finish_first_agent_at: int | None = None) -> None:
+        self.envs, self.finish_first_agent_at = envs, finish_first_agent_at
+        self.calls: list[list[ChatRequest]] = []
+
+    def __call__(self, requests: list[ChatRequest]) -> list[Record]:
+        self.calls.append(list(requests))
+        out = []
+        for request in requests:
+            env = self.envs[request.env_index]
+            text = scripted_action(env, request.agent, request.turn)
+            if self.finish_first_agent_at == request.turn and request.agent == env.possible_agents[0]:
+                text += "<done/>"
+            out.append(Record(text, len(text.split())))
+        return out
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+@pytest.mark.parametrize("num_agents", [1, 2, 3, 4])
+def test_lockstep_episodes_one_policy_call_per_turn(name: str, num_agents: int) -> None:
+    envs = [ENV_FACTORIES[name](num_agents=num_agents, max_turns=3) for _ in range(3)]
+    team = num_agents > 1
+    policy = ScriptedPolicy(envs, finish_first_agent_at=1 if team else None)
+    seen_turns: list[tuple[int, int]] = []
+    finished: list[int] = []
+    trajectories = run_episodes(
+        envs,
+        policy,
+        seeds=[0, 1, 2],
+        on_turn=lambda i, t: seen_turns.append((i, t)),
+        on_episode=lambda tr: finished.append(tr.env_index),
+    )
+    assert len(policy.calls) == 3  # one call per turn for every live agent of every env
+    assert len(policy.calls[0]) == 3 * num_agents
+    first = envs[0].possible_agents[0]
+    # In a team the first agent finished at turn 1: it is not asked again, its teammates are.
+    assert all(r.agent != first for call in policy.calls[1:] for r in call) == team
+    assert sorted(finished) == [0, 1, 2] and len(seen_turns) == 9
+    for env, trajectory in zip(envs, trajectories, strict=True):
+        assert trajectory.turns == 3 and trajectory.team_return == pytest.approx(env.state()["team_return"])
+        assert [s.turn for s in trajectory.agent_steps(first)] == ([1] if team else [1, 2, 3])
+        assert trajectory.final_drafts == env.state()["drafts"]
+        step = trajectory.steps[0]
+        assert step.messages[0]["role"] == "system" and step.messages[1]["role"] == "user"
+        assert isinstance(step.generation, Record) and step.generation.text == step.action
+        assert set(step.reward_components) >= {"quality", "consistency", "turns"}
+        assert sum(s.reward for s in trajectory.steps if s.agent == env.possible_agents[-1]) == pytest.approx(
+            trajectory.team_return
+        )
+
+
+def test_the_policy_must_answer_every_request() -> None:
+    envs = [ENV_FACTORIES["writing"](num_agents=2)]
+    with pytest.raises(RuntimeError, match="1 completions for 2 requests"):
+        run_episodes(envs, lambda requests: ["only one"], seeds=[0])
+    with pytest.raises(TypeError, match="expected a str or an object with a str 'text'"):
+        run_episodes(envs, lambda requests: [3] * len(requests), seeds=[0])
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+@pytest.mark.parametrize(("joint", "group_size"), [("aligned", 4), ("cross", 2)])
+def test_branching_tree_from_snapshots(name: str, joint: str, group_size: int) -> None:
+    envs = [ENV_FACTORIES[name](num_agents=2, max_turns=2) for _ in range(2)]
+    counter = iter(range(10**6))
+
+    def policy(requests: list[ChatRequest]) -> list[str]:
+        # Every sample differs, so each child's drafts show which samples it took.
+        return [scripted_action(envs[r.env_index], r.agent, r.turn) + f"\n# sample {next(counter)}" for r in requests]
+
+    roots = rollout_tree(envs, policy, group_size=group_size, joint=joint, seeds=[0, 1])
+    width = group_size if joint == "aligned" else group_size**2
+    for root in roots:
+        assert root.depth == 0 and len(root.children) == width
+        assert all(len(child.children) == width and child.depth == 1 for child in root.children)
+        leaves = [node for node in root.nodes() if not node.children]
+        assert len(leaves) == width * width and all(leaf.depth == 2 and leaf.done for leaf in leaves)
+        # Siblings start from the same position: every child acted at turn 1, every grandchild at turn 2.
+        assert {step.turn for child in root.children for step in child.steps} == {1}
+        assert {s.turn for child in root.children for g in child.children for s in g.steps} == {2}
+        # aligned pairs the k-th samples; cross takes every combination
+        indices = {child.sample_index for child in root.children}
+        samples = range(group_size)
+        expected = {(k, k) for k in samples} if joint == "aligned" else {(i, j) for i in samples for j in samples}
+        assert indices == expected
+        actions = {(c.steps[0].action, c.steps[1].action) for c in root.children}
+        assert len(actions) == width
+
+
+def test_branch_rewards_equal_a_replay_of_the_same_actions() -> None:
+    env = ENV_FACTORIES["writing"](num_agents=2, max_turns=2)
+    roots = rollout_tree(
+        [env], lambda reqs: [f"Fires near Hill Top, take {i}." for i, _ in enumerate(reqs)], group_size=2, seeds=[5]
+    )
+    child: TreeNode = roots[0].children[1]
+    replay = ENV_FACTORIES["writing"](num_agents=2, max_turns=2)
+    replay.reset(seed=5)
+    _, rewards, _, _, _ = replay.step({s.agent: s.action for s in child.steps})
+    assert child.reward == pytest.approx(rewards[child.steps[0].agent])
+    with pytest.raises(ValueError, match="group_size"):
+        rollout_tree([env], lambda reqs: [], group_size=0)
+    with pytest.raises(ValueError, match="joint"):
+        rollout_tree([env], lambda reqs: [], group_size=2, joint="diagonal")
