@@ -56,6 +56,54 @@ MAGRPO mode (2 agents): each step pays MAGRPO's aux/main code reward of that tur
 `infos[agent]` carries counts (visible and held-out passed/total), the contributions and code metrics;
 `state()["assessment"]` the full reports, counterfactual runs and the program.
 
+## State
+`env.state()` (centralized training only; no agent observes it): `task` (every field, held-out tests included),
+`turn`, `max_turns`, live `agents`, every agent's `drafts` and `done` flag, every `message` (sender, recipients,
+text, turn), each agent's `feedback`, the team `score` and `team_return`, `end_reason`, and `assessment`: the
+assembled `program`, its syntax error, the full team report (every test's status and message), each counterfactual
+run's report and the tester's report.
+
+## Infos
+`infos[agent]` after `step`: `task_id`, `role`, `turn`, `score`, `team_return`, `reward`, `reward_mode`,
+`magrpo_reward`, `reward_components` (`quality`, `consistency` — `None` for one agent —, `contributions` per agent,
+`turns`, `message_tokens`, `invalid_actions` and their per-step values), `quality_terms` (the terms above, plus the
+`similarity` and `duplication` diagnostics), `details` (`tests` (visible and held-out passed/total, `timed_out`,
+`backend`), `code_metrics` (radon), `tester_asserts`, `dependent_tests` per agent), `action` (`problems`, `done`,
+`messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`) and `end_reason`. Numbers and
+task-owned text only: the same for every agent, and nothing a teammate wrote. After `reset`: `task_id`, `split`,
+`role`, `turn`.
+
+## Episode end
+An agent that writes `<done/>` is terminated and leaves `env.agents` (its draft stays in the team's output). Everyone
+terminates when all said `<done/>` (`end_reason="all_done"`) or when a whole turn from the second on changed no
+draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`).
+
+## Sample observation and chat
+`env.chat_messages("main")` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"`; the user
+message is the agent's observation as `reset`/`step` return it:
+
+```
+[{"role": "system", "content": "You are a Python programmer in a small team. Answer with one ```python code block
+  that defines the function your role asks for; no explanations outside the block. Write only the entry-point
+  function; you may call the helper `aux(...)` a teammate writes."},
+ {"role": "user", "content": "# Role: Main author (main)
+You write the problem's entry-point function. Put your code in one ```python block.
+Turn 1 of 3. Teammates: aux.
+How to answer: ... Write <done/> when your part is final.
+
+## Task
+Problem (entry point `count_vowel_words`):
+def count_vowel_words(sentence: str) -> int:
+    \"\"\"Count the words of `sentence` (separated by whitespace) that start and end with a vowel ...\"\"\"
+Write the complete function `count_vowel_words` with its signature. A teammate writes a helper `aux(...)` you may
+call; agree on its arguments by message.
+
+## Your current draft
+(none yet)"}]
+```
+After a step, a `## Feedback` section lists the visible tests and their verdicts, e.g.
+`- assert count_vowel_words('Anna ate one apple') == 4: error (TypeError)`.
+
 ## Version History
 * v0: initial release.
 """

@@ -61,6 +61,47 @@ parts, one agent writing for all, repetition, off-topic text, invented numbers, 
 strictly below honest writing at every team size under both similarity backends: see the table below and
 `python -m benchmarks.reward_integrity`.
 
+## State
+`env.state()` (centralized training only; no agent observes it): `task` (every field, held-out tests included),
+`turn`, `max_turns`, live `agents`, every agent's `drafts` and `done` flag, every `message` (sender, recipients,
+text, turn), each agent's `feedback`, the team `score` and `team_return`, `end_reason`, and `assessment`: nothing
+more (writing keeps no private diagnostics).
+
+## Infos
+`infos[agent]` after `step`: `task_id`, `role`, `turn`, `score`, `team_return`, `reward`, `reward_mode`,
+`magrpo_reward`, `reward_components` (`quality`, `consistency` — `None` for one agent —, `contributions` per agent,
+`turns`, `message_tokens`, `invalid_actions` and their per-step values), `quality_terms` (the terms above, plus the
+`similarity` and `duplication` diagnostics), `details` (`similarity_backend`, `salient_coverage`), `action`
+(`problems`, `done`, `messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`) and `end_reason`.
+Numbers and task-owned text only: the same for every agent, and nothing a teammate wrote. After `reset`: `task_id`,
+`split`, `role`, `turn`.
+
+## Episode end
+An agent that writes `<done/>` is terminated and leaves `env.agents` (its draft stays in the team's output). Everyone
+terminates when all said `<done/>` (`end_reason="all_done"`) or when a whole turn from the second on changed no
+draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`).
+
+## Sample observation and chat
+`env.chat_messages("concise")` after `reset(seed=0, options={"task_id": "news/000"})` (source cut here):
+
+```
+[{"role": "system", "content": "You are a careful writer in a small writing team. Write only your own part, in
+  plain prose, with no preamble such as 'Here is'."},
+ {"role": "user", "content": "# Role: Concise summary (concise)
+Write a TL;DR of the source: one or two sentences, 15-40 words.
+Turn 1 of 3. Teammates: detailed.
+How to answer: write your part directly; it replaces your previous draft. To message teammates, wrap text in
+<message>...</message> (all) or <message to=\"ROLE\">...</message> (one). Write <done/> when your part is final.
+
+## Task
+Source text:
+Hundreds of people have been forced to vacate their homes in the Southern Highlands of New South Wales ...
+
+## Your current draft
+(none yet)"}]
+```
+The user message is the agent's observation exactly as `reset`/`step` return it.
+
 ## Version History
 * v0: initial release.
 """
