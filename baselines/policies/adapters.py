@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from baselines.models import DEFAULT_MODEL, LoadedModel, load_model
-from baselines.policies.base import ActionRequest, GenerationSettings, Policy
-from baselines.policies.local import DEFAULT_BATCH_SIZE, generate_actions
+from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
+from baselines.policies.local import DEFAULT_BATCH_SIZE, generate_records
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "team.json"
@@ -206,17 +206,26 @@ class AdapterTeamPolicy(Policy):
         return list(self.manifest.roles)
 
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
+        # Texts only: skips keeping the raw logits that log-probabilities need.
+        return [record.text for record in self._per_role(requests, settings, logprobs=False)]
+
+    def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
+        # Each record's log-probabilities are under its own role's adapter, the policy that sampled it.
+        return self._per_role(requests, settings, logprobs=True)
+
+    def _per_role(self, requests: list[ActionRequest], settings: GenerationSettings, *,
+                  logprobs: bool) -> list[Generation]:
         unknown = sorted({r.agent for r in requests} - set(self.manifest.roles))
         if unknown:
             raise ValueError(f"no adapter for agents {unknown}; this team has adapters for {self.roles}")
-        actions: list[str] = [""] * len(requests)
+        records: list[Generation | None] = [None] * len(requests)
         for role in self.roles:
             rows = [i for i, r in enumerate(requests) if r.agent == role]
             if not rows:
                 continue
             self.model.set_adapter(role)
-            texts = generate_actions(self.loaded, [requests[i] for i in rows], settings,
-                                     batch_size=self.batch_size, model=self.model)
-            for row, text in zip(rows, texts, strict=True):
-                actions[row] = text
-        return actions
+            role_records = generate_records(self.loaded, [requests[i] for i in rows], settings,
+                                            batch_size=self.batch_size, model=self.model, logprobs=logprobs)
+            for row, record in zip(rows, role_records, strict=True):
+                records[row] = record
+        return [record for record in records if record is not None]

@@ -3,11 +3,14 @@
 Every backend (local model, trained adapters, OpenAI-compatible endpoint, scripted) implements :class:`Policy`.
 Execution is decentralized: a request carries one agent's own observation (plus an optional system prompt the
 baseline adds) and nothing else, so an action can depend only on what that agent observed.
+
+:meth:`Policy.act` returns the action texts; :meth:`Policy.generate` returns :class:`Generation` records that also
+carry the token ids and per-token log-probabilities a policy-gradient trainer needs, where the backend has them
+(:func:`rollout_output` turns a batch of records into the dict TRL's ``GRPOTrainer(rollout_func=...)`` expects).
 """
 
 from __future__ import annotations
 
-import abc
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,16 +100,109 @@ class ActionRequest:
         return [{"role": "system", "content": system}, {"role": "user", "content": self.observation}]
 
 
-class Policy(abc.ABC):
-    """Maps a batch of action requests to action strings (one per request, same order)."""
+FINISH_REASONS: tuple[str, ...] = ("stop", "length")
+"""Why a completion ended, with the OpenAI API's names: an end-of-sequence token or stop string, or the token budget."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One completion: its text and, where the backend has them, the token-level record a trainer needs.
+
+    The fields a trainer reads are named as in TRL's ``rollout_func`` contract (``prompt_ids``, ``completion_ids``,
+    ``logprobs``); :func:`rollout_output` builds that dict from a batch.
+
+    Attributes:
+        text: the action string :meth:`Policy.act` returns: the decoded completion without special tokens, surrounding
+            whitespace stripped (so ``tokenizer.decode(completion_ids, skip_special_tokens=True).strip() == text``).
+        prompt_ids: the token ids the model was conditioned on (the chat-templated prompt, after any truncation),
+            without padding; None when the backend does not expose them (scripted; endpoints that do not return them).
+        completion_ids: the generated token ids, through the first end-of-sequence token (included, as TRL keeps it)
+            and nothing after it: no padding. None when unknown.
+        logprobs: one log-probability per completion token, in order. The local backends give the model's
+            ``log_softmax`` of the raw logits (temperature 1, before top-p) at each generated token: the quantity a
+            policy-gradient trainer recomputes for the ratio, whatever sampling produced the token. Endpoints give what
+            the server reports (for vLLM, see its ``--logprobs-mode``). None when unknown.
+        finish_reason: ``"stop"`` (an end-of-sequence token or stop string), ``"length"`` (the token budget ran out)
+            or None when unknown.
+    """
+
+    text: str
+    prompt_ids: tuple[int, ...] | None = None
+    completion_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    finish_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"Generation.text: expected str, got {type(self.text).__name__}")
+        for name in ("prompt_ids", "completion_ids"):
+            ids = getattr(self, name)
+            if ids is not None and not (
+                isinstance(ids, tuple) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+            ):
+                raise TypeError(f"Generation.{name}: expected a tuple of ints or None, got {ids!r:.80}")
+        if self.logprobs is not None:
+            if not (isinstance(self.logprobs, tuple) and all(isinstance(x, float) for x in self.logprobs)):
+                raise TypeError(f"Generation.logprobs: expected a tuple of floats or None, got {self.logprobs!r:.80}")
+            if self.completion_ids is not None and len(self.logprobs) != len(self.completion_ids):
+                raise ValueError(f"Generation.logprobs: expected one per completion token "
+                                 f"({len(self.completion_ids)}), got {len(self.logprobs)}")
+        if self.finish_reason is not None and self.finish_reason not in FINISH_REASONS:
+            raise ValueError(f"Generation.finish_reason: expected one of {FINISH_REASONS} or None, "
+                             f"got {self.finish_reason!r}")
+
+    @property
+    def has_token_record(self) -> bool:
+        """Whether prompt ids, completion ids and log-probabilities are all known (what a trainer needs)."""
+        return self.prompt_ids is not None and self.completion_ids is not None and self.logprobs is not None
+
+
+def rollout_output(generations: Sequence[Generation]) -> dict[str, list[list[int]] | list[list[float]]]:
+    """The dict TRL's ``GRPOTrainer(rollout_func=...)`` must return, from a batch of complete records.
+
+    ``{"prompt_ids": [[int]], "completion_ids": [[int]], "logprobs": [[float]]}``, one row per generation; a
+    ``ValueError`` names the first record that lacks a field (e.g. from a scripted policy or an endpoint asked for no
+    log-probabilities).
+    """
+    for index, generation in enumerate(generations):
+        if not isinstance(generation, Generation):
+            raise TypeError(f"generations[{index}]: expected Generation, got {type(generation).__name__}")
+        if not generation.has_token_record:
+            missing = [name for name in ("prompt_ids", "completion_ids", "logprobs")
+                       if getattr(generation, name) is None]
+            raise ValueError(f"generations[{index}]: expected prompt_ids, completion_ids and logprobs, "
+                             f"but {', '.join(missing)} is None (this backend does not record them)")
+    return {
+        "prompt_ids": [list(g.prompt_ids or ()) for g in generations],
+        "completion_ids": [list(g.completion_ids or ()) for g in generations],
+        "logprobs": [list(g.logprobs or ()) for g in generations],
+    }
+
+
+class Policy:
+    """Maps a batch of action requests to action strings (one per request, same order).
+
+    A backend overrides :meth:`_act` (texts only) or :meth:`_generate` (full :class:`Generation` records), or both
+    when texts alone are cheaper to produce; each defaults to the other. (Not an ``abc.ABC``: "one of two hooks" is
+    not expressible with ``abstractmethod``, so ``__init_subclass__`` and ``__new__`` check it instead.)
+    """
 
     name: str = "policy"
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Policy:
+        if cls is Policy:
+            raise TypeError("Policy is abstract: instantiate a backend (make_policy) or subclass it")
+        return super().__new__(cls)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The two hooks default to each other; a backend that overrides neither would recurse forever on first use.
+        if all(getattr(cls, hook) is getattr(Policy, hook) for hook in ("_act", "_generate")):
+            raise TypeError(f"{cls.__name__}: a Policy must override _act or _generate")
+
     def act(self, requests: Sequence[ActionRequest], settings: GenerationSettings) -> list[str]:
         """Return one action string per request, in order. An empty batch returns an empty list."""
-        requests = check_requests(requests)
-        if not isinstance(settings, GenerationSettings):
-            raise TypeError(f"settings: expected GenerationSettings, got {type(settings).__name__}")
+        requests = self._validated(requests, settings)
         if not requests:
             return []
         actions = self._act(requests, settings)
@@ -114,11 +210,36 @@ class Policy(abc.ABC):
             raise RuntimeError(f"{type(self).__name__} returned {len(actions)} actions for {len(requests)} requests")
         return actions
 
-    @abc.abstractmethod
-    def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
-        """Backend hook: ``requests`` is a validated, non-empty list."""
+    def generate(self, requests: Sequence[ActionRequest], settings: GenerationSettings) -> list[Generation]:
+        """Return one :class:`Generation` per request, in order; its ``text`` is what :meth:`act` returns for it.
 
-    def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
+        Which fields besides the text are filled depends on the backend (see :class:`Generation`).
+        """
+        requests = self._validated(requests, settings)
+        if not requests:
+            return []
+        generations = self._generate(requests, settings)
+        if len(generations) != len(requests) or not all(isinstance(g, Generation) for g in generations):
+            raise RuntimeError(f"{type(self).__name__} returned {len(generations)} generations for "
+                               f"{len(requests)} requests")
+        return generations
+
+    def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
+        """Backend hook: ``requests`` is a validated, non-empty list. Default: the texts of :meth:`_generate`."""
+        return [generation.text for generation in self._generate(requests, settings)]
+
+    def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
+        """Backend hook for records. Default: text-only records (no token ids) from :meth:`_act`."""
+        return [Generation(text) for text in self._act(requests, settings)]
+
+    @staticmethod
+    def _validated(requests: Sequence[ActionRequest], settings: GenerationSettings) -> list[ActionRequest]:
+        requests = check_requests(requests)
+        if not isinstance(settings, GenerationSettings):
+            raise TypeError(f"settings: expected GenerationSettings, got {type(settings).__name__}")
+        return requests
+
+    def close(self) -> None:  # most backends hold nothing to release
         """Release resources (connections, threads). Idempotent."""
 
     def __enter__(self) -> Policy:

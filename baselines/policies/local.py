@@ -1,7 +1,8 @@
 """Local Hugging Face model policy: chat template, batched generation across agents and episodes (left padding).
 
 The default model is the offline SmolLM2-135M-Instruct (see :mod:`baselines.models`); any local folder or hub id
-works too. :func:`generate_actions` is shared with the adapter policy, which runs it once per role sub-batch.
+works too. :func:`generate_records` (and its text-only form :func:`generate_actions`) is shared with the adapter
+policy, which runs it once per role sub-batch.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from baselines.models import LoadedModel, load_model
-from baselines.policies.base import ActionRequest, GenerationSettings, Policy
+from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
 
 DEFAULT_BATCH_SIZE = 16
 
@@ -50,7 +51,8 @@ def generate_actions(
 
     Rows are grouped by prompt length so padding stays small; results come back in request order.
     """
-    return generate_with_counts(loaded, requests, settings, batch_size=batch_size, model=model)[0]
+    records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False)
+    return [record.text for record in records]
 
 
 def generate_with_counts(
@@ -62,6 +64,29 @@ def generate_with_counts(
     model: Any = None,
 ) -> tuple[list[str], list[int]]:
     """:func:`generate_actions` plus, per request, how many tokens were generated (through the first end token)."""
+    records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False)
+    return [r.text for r in records], [len(r.completion_ids or ()) for r in records]
+
+
+def generate_records(
+    loaded: LoadedModel,
+    requests: Sequence[ActionRequest],
+    settings: GenerationSettings,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    model: Any = None,
+    logprobs: bool = True,
+) -> list[Generation]:
+    """One :class:`Generation` per request: text, prompt ids, completion ids and (``logprobs=True``) per-token
+    log-probabilities, in request order.
+
+    ``prompt_ids`` are the unpadded ids the model saw (after :func:`encode_prompts` truncation); ``completion_ids`` run
+    through the first stop token (included) and never contain the padding ``generate`` puts after a finished row.
+    ``logprobs`` are ``log_softmax`` of the model's raw logits (temperature 1, no top-p) at each generated token, read
+    from ``generate``'s ``output_logits``: what a trainer's forward pass over prompt + completion recomputes, so the
+    first policy-gradient ratio starts at 1 whatever temperature and top-p sampled the tokens. They cost
+    ``batch_size x max_new_tokens x vocab`` float32 values of memory while a batch is generated, hence the switch.
+    """
     import torch
 
     model = loaded.model if model is None else model
@@ -70,8 +95,7 @@ def generate_with_counts(
     max_prompt_tokens = max(16, context - settings.max_new_tokens)
     encoded = encode_prompts(tokenizer, render_prompts(tokenizer, requests), max_prompt_tokens)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-    outputs: list[str] = [""] * len(encoded)
-    counts: list[int] = [0] * len(encoded)
+    records: list[Generation | None] = [None] * len(encoded)
     sampling: dict[str, Any] = {"do_sample": False}
     if not settings.greedy:
         sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
@@ -81,16 +105,16 @@ def generate_with_counts(
             torch.manual_seed(settings.seed)
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
-            texts, lengths = _generate_batch(loaded, model, [encoded[i] for i in rows], sampling,
-                                             settings.max_new_tokens)
-            for row, text, length in zip(rows, texts, lengths, strict=True):
-                outputs[row], counts[row] = text, length
-    return outputs, counts
+            batch = _generate_batch(loaded, model, [encoded[i] for i in rows], sampling, settings.max_new_tokens,
+                                    logprobs)
+            for row, record in zip(rows, batch, strict=True):
+                records[row] = record
+    return [record for record in records if record is not None]
 
 
 def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], sampling: dict[str, Any],
-                    max_new_tokens: int) -> tuple[list[str], list[int]]:
-    """One left-padded ``generate`` call: each row's text and its generated token count (through the first end)."""
+                    max_new_tokens: int, logprobs: bool) -> list[Generation]:
+    """One left-padded ``generate`` call: a record per row, cut after its first stop token."""
     import torch
 
     tokenizer = loaded.tokenizer
@@ -98,15 +122,32 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
     batch = tokenizer.pad({"input_ids": encoded}, padding=True, return_tensors="pt")
     batch = {key: value.to(loaded.device) for key, value in batch.items()}
     with torch.inference_mode():
-        generated = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                   **sampling)
-    new_tokens = generated[:, batch["input_ids"].shape[1]:]
-    texts = [text.strip() for text in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
-    lengths = []
-    for tokens in new_tokens.tolist():
+        # Every stop id ends generation (not only the model's own eos), so a row's text and ids end at the same place.
+        output = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                eos_token_id=sorted(stop_ids), return_dict_in_generate=True,
+                                output_logits=logprobs, **sampling)
+        new_tokens = output.sequences[:, batch["input_ids"].shape[1]:]
+        token_logprobs = None
+        if logprobs:
+            # One (rows, vocab) step at a time: stacking all steps first would double the peak memory.
+            token_logprobs = torch.stack([
+                torch.log_softmax(step.float(), dim=-1).gather(-1, new_tokens[:, t:t + 1]).squeeze(-1)
+                for t, step in enumerate(output.logits)
+            ], dim=1).tolist()
+    records = []
+    for row, tokens in enumerate(new_tokens.tolist()):
         ends = [i for i, token in enumerate(tokens) if token in stop_ids]
-        lengths.append(ends[0] + 1 if ends else len(tokens))
-    return texts, lengths
+        length = ends[0] + 1 if ends else len(tokens)
+        completion = tokens[:length]
+        text = tokenizer.decode(completion, skip_special_tokens=True).strip()
+        records.append(Generation(
+            text=text,
+            prompt_ids=tuple(encoded[row]),
+            completion_ids=tuple(completion),
+            logprobs=tuple(token_logprobs[row][:length]) if token_logprobs is not None else None,
+            finish_reason="stop" if ends else "length",
+        ))
+    return records
 
 
 def _stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -143,4 +184,8 @@ class LocalModelPolicy(Policy):
         self.batch_size = batch_size
 
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
+        # Texts only: skips keeping the raw logits that log-probabilities need.
         return generate_actions(self.loaded, requests, settings, batch_size=self.batch_size)
+
+    def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
+        return generate_records(self.loaded, requests, settings, batch_size=self.batch_size)

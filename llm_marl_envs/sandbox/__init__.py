@@ -17,6 +17,8 @@ from llm_marl_envs.sandbox.executor import (
     docker_available,
     make_executor,
     run_tests,
+    shared_executor,
+    verdict_key,
 )
 from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
 from llm_marl_envs.sandbox.splitting import split_tests
@@ -36,5 +38,7 @@ __all__ = [
     "docker_available",
     "make_executor",
     "run_tests",
+    "shared_executor",
     "split_tests",
+    "verdict_key",
 ]

@@ -18,3 +18,70 @@ def default_model(dtype: str = "bfloat16") -> Any:
     from baselines.models import load_model
 
     return load_model(None, dtype=dtype, device="cpu")
+
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""SmolLM2's chat format (ChatML), so tiny-model tests render prompts the way the default model does."""
+
+
+@functools.cache
+def tiny_tokenizer() -> Any:
+    """A byte-level BPE tokenizer trained in milliseconds on a few sentences, with ChatML special tokens at SmolLM2's
+    ids (``<|endoftext|>`` 0, ``<|im_start|>`` 1, ``<|im_end|>`` 2), left padding, and pad (0) distinct from eos (2),
+    so tests can tell padding from the end of a completion. Any byte sequence encodes; random ids decode to (possibly
+    odd) text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    corpus = ["You are a helpful assistant.", "Summarize the text.", "def add(a, b):\n    return a + b",
+              "The cat sat on the mat all day.", "Write one line of Python."] * 4
+    core.train_from_iterator(corpus, trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>", padding_side="left")
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
+
+
+def tiny_model(seed: int = 0, eos_bias: float = 0.0) -> Any:
+    """A fresh random-weight 2-layer Llama (fp32, CPU) with :func:`tiny_tokenizer`, as a ``LoadedModel``.
+
+    ``eos_bias`` adds that much to the end token's logit (through a bias on the output layer, part of the model, so a
+    separate forward pass sees it too): rows then end at different steps, as a trained model's do. Not cached: adapter
+    tests inject LoRA layers into it.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from baselines.models import LoadedModel
+
+    tokenizer = tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    if eos_bias:
+        head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=True)
+        with torch.no_grad():
+            head.weight.copy_(model.lm_head.weight)
+            head.bias.zero_()
+            head.bias[tokenizer.eos_token_id] = eos_bias
+        model.lm_head = head
+    model.eval()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return LoadedModel(model=model, tokenizer=tokenizer, source="tiny-random-llama", dtype="float32", device="cpu")

@@ -2,7 +2,9 @@
 
 Each path prefix selects a server behaviour: ``/ok`` answers, ``/flaky`` fails twice with HTTP 500 then answers,
 ``/down`` always fails with 503, ``/hang`` never answers in time, ``/malformed`` sends broken JSON, ``/empty`` sends
-JSON without choices, ``/forbidden`` answers 403, ``/slow`` answers after a pause (concurrency).
+JSON without choices, ``/forbidden`` answers 403, ``/slow`` answers after a pause (concurrency). Every answer carries
+log-probabilities and token ids when the request asks for them (as vLLM does); ``/idtokens`` writes the tokens of its
+log-probabilities as ``"token_id:<id>"`` instead of sending ids, ``/badlogprobs`` sends a malformed log-probability.
 """
 
 from __future__ import annotations
@@ -86,7 +88,21 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     def _completion(self, body: dict) -> bytes:
         user = body["messages"][-1]["content"]
-        answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": f" echo: {user} "}}]}
+        content = f" echo: {user} "
+        choice: dict = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        answer: dict = {"choices": [choice]}
+        # A fake tokenizer: one token per character, id = code point, log-probability -(position + 1) / 10.
+        ids = [ord(c) for c in content]
+        prefix = self.path.partition("/v1")[0]
+        if body.get("logprobs"):
+            tokens = [f"token_id:{i}" if prefix == "/idtokens" else chr(i) for i in ids]
+            entries = [{"token": t, "logprob": -(n + 1) / 10, "top_logprobs": []} for n, t in enumerate(tokens)]
+            if prefix == "/badlogprobs":
+                entries[0]["logprob"] = "high"
+            choice["logprobs"] = {"content": entries}
+        if body.get("return_token_ids") and prefix != "/idtokens":
+            answer["prompt_token_ids"] = [len(m["content"]) for m in body["messages"]]
+            choice["token_ids"] = ids
         return json.dumps(answer).encode()
 
     def _send(self, status: int, payload: bytes) -> None:
@@ -131,6 +147,34 @@ def test_ok_answers_in_order_with_payload_and_key(server: ChatServer, monkeypatc
     assert body["messages"][0] == {"role": "system", "content": "sys"}
     assert (body["max_tokens"], body["temperature"], body["top_p"], body["seed"]) == (12, 0.3, 0.9, 5)
     assert all(h.get("Authorization") == "Bearer sk-test-123" for h in server.headers_seen)
+
+
+def test_records_carry_logprobs_and_token_ids_when_asked(server: ChatServer) -> None:
+    requests = [ActionRequest("a", "hi", system="sys"), ActionRequest("b", "yo")]
+    with policy_for(server, "/ok") as plain:
+        (record, _) = plain.generate(requests, SETTINGS)
+    assert "logprobs" not in server.bodies[0] and "return_token_ids" not in server.bodies[0]  # off by default
+    assert record.text == "echo: hi" and record.finish_reason == "stop"
+    assert (record.prompt_ids, record.completion_ids, record.logprobs) == (None, None, None)
+
+    with policy_for(server, "/ok", logprobs=True, token_ids=True) as policy:
+        records = policy.generate(requests, SETTINGS)
+    assert server.bodies[-1]["logprobs"] is True and server.bodies[-1]["return_token_ids"] is True
+    first = records[0]
+    assert first.text == "echo: hi" and first.prompt_ids == (3, 2)  # len("sys"), len("hi")
+    assert "".join(map(chr, first.completion_ids)).strip() == first.text  # ids decode back to the text
+    assert first.logprobs == tuple(-(n + 1) / 10 for n in range(len(" echo: hi ")))
+    assert records[1].text == "echo: yo" and first.has_token_record
+
+    with policy_for(server, "/idtokens", logprobs=True) as policy:
+        (from_tokens,) = policy.generate([ActionRequest("a", "hi")], SETTINGS)
+    assert from_tokens.completion_ids == tuple(map(ord, " echo: hi ")) and from_tokens.prompt_ids is None
+    assert len(from_tokens.logprobs) == len(from_tokens.completion_ids)
+
+    with policy_for(server, "/badlogprobs", logprobs=True) as policy, pytest.raises(
+        EndpointError, match=r"unusable token record.*content\[0\]\.logprob: expected a number"
+    ):
+        policy.generate([ActionRequest("a", "hi")], SETTINGS)
 
 
 def test_no_key_sends_no_authorization(server: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,6 +246,7 @@ def test_unreachable_server_raises_after_retries() -> None:
         ({"concurrency": 0}, "concurrency: expected an int >= 1"),
         ({"max_retries": -1}, "max_retries"),
         ({"timeout_s": "slow"}, "timeout_s"),
+        ({"logprobs": "yes"}, "logprobs: expected a bool"),
     ],
 )
 def test_bad_configuration_is_rejected(kwargs: dict, fragment: str) -> None:
