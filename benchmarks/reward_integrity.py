@@ -24,6 +24,8 @@ from typing import Any
 from benchmarks.integrity import Strategy
 
 HONEST_REFERENCE = "honest"
+MARGIN = 0.025
+"""How much less than the honest reference every degenerate strategy must earn: half the cost of one turn."""
 """The strategy every degenerate one is measured against (the library's other honest strategies are reported too)."""
 
 
@@ -43,18 +45,20 @@ class Row:
     """``mean_return - honest mean_return`` (negative for a strategy that loses to honest work)."""
 
 
-def play(env: Any, strategy: Strategy, task_id: str) -> float:
-    """One episode of ``strategy`` on ``task_id``; the team's return."""
+def play(env: Any, strategy: Strategy, task_id: str) -> tuple[float, tuple]:
+    """One episode of ``strategy`` on ``task_id``: the team's return and the transcript of joint actions."""
     env.reset(seed=0, options={"task_id": task_id})
     task = env.task
     turn = 0
+    transcript = []
     while env.agents:
         turn += 1
         actions = strategy.act(task, tuple(env.agents), turn)
         if actions is None:
             actions = {agent: "<done/>" for agent in env.agents}
+        transcript.append(tuple(sorted(actions.items())))
         env.step(actions)
-    return float(env.state()["team_return"])
+    return float(env.state()["team_return"]), tuple(transcript)
 
 
 def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str]]]:
@@ -96,13 +100,23 @@ def evaluate(
         for size in sizes:
             env = make_env(env_name, size, similarity, executor)
             setting = []
+            honest_transcripts: dict[str, tuple] = {}
             for strategy in library:
                 if size not in strategy.team_sizes or (strategies and strategy.name not in strategies):
                     continue
-                returns = tuple(play(env, strategy, task_id) for task_id in chosen)
-                setting.append(
-                    Row(env_name, size, similarity, strategy.name, strategy.honest, statistics.fmean(returns), returns)
-                )
+                returns = []
+                for task_id in chosen:
+                    episode_return, transcript = play(env, strategy, task_id)
+                    if strategy.name == HONEST_REFERENCE:
+                        honest_transcripts[task_id] = transcript
+                    elif transcript == honest_transcripts.get(task_id):
+                        continue  # on this task the strategy plays exactly the honest episode: nothing to compare
+                    returns.append(episode_return)
+                if returns:
+                    mean = statistics.fmean(returns)
+                    setting.append(
+                        Row(env_name, size, similarity, strategy.name, strategy.honest, mean, tuple(returns))
+                    )
             rows.extend(_ranked(setting))
     return rows
 
@@ -140,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backends", nargs="+", default=["minilm", "tfidf"], help="similarity backends")
     parser.add_argument("--tasks", type=int, default=8, help="tasks per strategy (the first with honest references)")
     parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
-    parser.add_argument("--margin", type=float, default=0.05, help="required loss of every degenerate strategy")
+    parser.add_argument("--margin", type=float, default=MARGIN, help="required loss of every degenerate strategy")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
     args = parser.parse_args(argv)
 
@@ -150,8 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor)
     print(table(rows))
     failing = violations(rows, args.margin)
-    print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; degenerate strategies within {args.margin} of "
-          f"honest or above: {len(failing)}")
+    print(
+        f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; degenerate strategies within {args.margin} of "
+        f"honest or above: {len(failing)}"
+    )
     for r in failing:
         print(f"  {r.env} n={r.num_agents} {r.similarity}: {r.strategy} {r.gap_to_honest:+.3f}")
     if args.json:

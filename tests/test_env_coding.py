@@ -59,8 +59,9 @@ def test_correct_team_program_scores_higher_than_wrong() -> None:
     good = _step(env, {"aux": AUX, "main": MAIN_CORRECT})["main"]
     bad = _step(env, {"aux": AUX, "main": MAIN_WRONG})["main"]
     assert good["quality_terms"]["pass_rate"] == 1.0
-    assert good["reward_components"]["contributions"] == {"aux": 1.0, "main": 1.0}
-    assert good["reward_components"]["consistency"] == 1.0
+    contributions = good["reward_components"]["contributions"]
+    # Both parts are load-bearing; the one-line helper holds 16% of the code (under the 25% that earns full credit).
+    assert contributions["main"] == 1.0 and contributions["aux"] == pytest.approx(0.16 / 0.25, abs=0.02)
     assert 0.0 < bad["quality_terms"]["pass_rate"] < 1.0
     # main never calls aux: the helper is not load-bearing, whatever the texts look like
     assert bad["reward_components"]["contributions"]["aux"] == 0.0

@@ -10,7 +10,7 @@ from envs_helpers import ARTICLE_ACTIONS, writing_env
 from llm_marl_envs.core.similarity import make_similarity, mean_pairwise_similarity
 from llm_marl_envs.envs.writing.quality import form_terms, structure_ok
 from llm_marl_envs.envs.writing.tasks import load_writing_tasks
-from llm_marl_envs.envs.writing.text_stats import copied_fraction, fluency, ngrams
+from llm_marl_envs.envs.writing.text_stats import CorpusStats, SourceGrams, copied_fraction, fluency
 
 NEWS_TASK = "news/000"
 
@@ -37,8 +37,9 @@ def test_good_summaries_beat_bad_ones() -> None:
     assert good["quality_terms"]["structure"] == 1.0
     assert bad["quality_terms"]["structure"] == 0.5  # a one-line headline, but no bullet list
     assert good["quality_terms"]["length_ratio"] == 1.0
-    # "the the the the": one distinct bigram in three, and none of the article's content
-    assert bad["quality_terms"]["fluency"] == pytest.approx(1 / 3 / 0.8)
+    # "the the the the": one distinct bigram in three (the two telegraphic parts: 1/3 / 0.8), an order no document
+    # uses (the two prose parts: 0), and none of the article's content
+    assert bad["quality_terms"]["fluency"] == pytest.approx(0.5 * 1 / 3 / 0.8)
     assert bad["quality_terms"]["coverage"] == 0.0
 
 
@@ -102,17 +103,25 @@ def test_form_terms_for_solo_have_no_ratio() -> None:
 
 
 def test_copying_and_fluency_measures() -> None:
-    source = load_writing_tasks("news").get(NEWS_TASK)["source"]
+    tasks = load_writing_tasks("news")
+    source = tasks.get(NEWS_TASK)["source"]
+    grams, corpus = SourceGrams.of(source), CorpusStats(tasks.get(i)["source"] for i in tasks.ids())
     lead = " ".join(source.split()[:60])
-    assert copied_fraction(lead, ngrams(source)) == 1.0
-    assert copied_fraction(ARTICLE_ACTIONS["detailed"], ngrams(source)) < 0.2
-    assert fluency(ARTICLE_ACTIONS["detailed"], telegraphic=False) == 1.0
+    assert copied_fraction(lead, grams) == 1.0
+    every_fifth_dropped = " ".join(w for i, w in enumerate(source.split()[:80]) if i % 5 != 4)
+    assert copied_fraction(every_fifth_dropped, grams) > 0.9
+    assert copied_fraction(ARTICLE_ACTIONS["detailed"], grams) < 0.2
+    detailed = ARTICLE_ACTIONS["detailed"]
+    assert fluency(detailed, telegraphic=False, corpus=corpus) == 1.0
     keywords = "bushfire Hill Top residents Goulburn Hume Highway winds Sydney Mittagong blaze crews evacuated"
-    assert fluency(keywords, telegraphic=False) == 0.0
-    assert fluency((ARTICLE_ACTIONS["detailed"] + " ") * 3, telegraphic=False) < 0.5
-    assert fluency(ARTICLE_ACTIONS["key_points"], telegraphic=True) == 1.0  # short telegraphic bullets are fine
-    assert fluency("- Strong winds pushed the fire toward the town of Hill Top", telegraphic=True) == 1.0
-    assert fluency("- " + keywords, telegraphic=True) < 0.3  # a long bullet of keywords is not ("top" is a stop word)
+    assert fluency(keywords, telegraphic=False, corpus=corpus) < 0.01
+    assert fluency(" ".join(sorted(detailed.split())), telegraphic=False, corpus=corpus) < 0.5  # same words, no order
+    assert fluency(detailed + " Figures: 500, 100, 60.", telegraphic=False, corpus=corpus) < 0.9  # a tacked-on list
+    assert fluency((detailed + " ") * 3, telegraphic=False, corpus=corpus) < 0.5
+    assert fluency(ARTICLE_ACTIONS["key_points"], telegraphic=True, corpus=corpus) == 1.0  # short bullets are fine
+    long_bullet = "- Strong winds pushed the fire toward the town of Hill Top"
+    assert fluency(long_bullet, telegraphic=True, corpus=corpus) == 1.0
+    assert fluency("- " + keywords, telegraphic=True, corpus=corpus) < 0.3  # a long keyword bullet ("top": stop word)
 
 
 def test_arxiv_style_from_a_local_jsonl(tmp_path) -> None:

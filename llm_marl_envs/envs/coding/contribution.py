@@ -101,7 +101,9 @@ def helper_stub(helper_code: str, helper_name: str, kind: str) -> str | None:
     else:
         returned = "None"
     signature = ast.unparse(node.args)
-    return f"def {helper_name}({signature}):\n    return {returned}\n"
+    docstring = ast.get_docstring(node, clean=False)
+    doc_line = f"    {docstring!r}\n" if docstring is not None else ""
+    return f"def {helper_name}({signature}):\n{doc_line}    return {returned}\n"
 
 
 def pass_through_main(entry_point: str, helper_name: str) -> str:
@@ -153,10 +155,88 @@ def dependent_tests(team_passed: list[bool], counterfactual_passed: list[list[bo
     )
 
 
+def load_bearing(team_passed: list[bool], counterfactual_passed: list[list[bool]]) -> bool:
+    """Whether no neutral stub can stand in for the agent's part: each one loses at least one test the team passes.
+
+    (Asking one test to fail under *every* stub would miss true/false helpers, where a ``None`` stub passes the
+    tests expecting ``False`` and an identity stub, returning a truthy argument, those expecting ``True``.)
+    """
+    if not counterfactual_passed:
+        raise ValueError("an agent's contribution needs at least one counterfactual run")
+    return all(
+        any(passed and not stubbed for passed, stubbed in zip(team_passed, run, strict=True))
+        for run in counterfactual_passed
+    )
+
+
+LOGIC_SHARE_FULL = 0.25
+"""A load-bearing part that holds this share of the team's code (or more) earns its full contribution."""
+
+
+def logic_size(code: str) -> int:
+    """Statements and expressions in ``code`` (function headers and docstrings aside); 0 if it does not parse."""
+    tree = _parse(code)
+    if tree is None:
+        return 0
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                skipped |= {id(first), id(first.value)}
+    return sum(
+        1
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.stmt, ast.expr))
+        and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and id(node) not in skipped
+    )
+
+
+def share_factor(own: str, other: str) -> float:
+    """``min(1, share / LOGIC_SHARE_FULL)``: ``own``'s share of the two parts' code (see the module docstring)."""
+    own_size, other_size = logic_size(own), logic_size(other)
+    total = own_size + other_size
+    return min(1.0, own_size / total / LOGIC_SHARE_FULL) if total else 0.0
+
+
 def normalized_assert(source: str) -> str:
-    """An assert's structure without formatting (``ast.dump``), to recognise a copied test; raw text if unparsable."""
+    """An assert's structure without formatting (``ast.dump``), the two sides of a lone ``==`` or ``!=`` in a fixed
+    order, to recognise a copied test however it is rephrased; the raw text if it does not parse."""
     tree = _parse(source)
-    return ast.dump(tree) if tree is not None else source.strip()
+    if tree is None:
+        return source.strip()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            left, right = sorted((node.left, node.comparators[0]), key=ast.dump)
+            node.left, node.comparators = left, [right]
+    return ast.dump(tree)
+
+
+def checks_a_value(source: str, entry_point: str) -> bool:
+    """Whether an assert compares the entry point's result with a value that does not come from calling it again
+    (``f(x) == 3``, ``f(x) < y``, ``x in f(y)``): ``is not None`` and ``isinstance`` checks say nothing about the
+    answer, and ``f(x) == f(x)`` nothing at all."""
+    tree = _parse(source)
+    if tree is None or not tree.body or not isinstance(tree.body[0], ast.Assert):
+        return False
+
+    def calls_entry(node: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == entry_point
+            for n in ast.walk(node)
+        )
+
+    for node in ast.walk(tree.body[0].test):
+        if isinstance(node, ast.Compare) and not any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            if any(calls_entry(side) for side in sides) and any(not calls_entry(side) for side in sides):
+                return True
+    return False
 
 
 def tester_contribution(valid: list[bool], discriminating: list[bool], new: list[bool], pass_rate: float) -> float:

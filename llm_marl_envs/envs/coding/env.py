@@ -112,7 +112,6 @@ from __future__ import annotations
 
 import builtins
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -122,10 +121,13 @@ from llm_marl_envs.core.similarity import duplication_rate, make_similarity, mea
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
 from llm_marl_envs.envs.coding import prompts
 from llm_marl_envs.envs.coding.contribution import (
+    checks_a_value,
     counterfactual_programs,
     dependent_tests,
+    load_bearing,
     normalized_assert,
     null_program,
+    share_factor,
     tester_contribution,
 )
 from llm_marl_envs.envs.coding.program import (
@@ -141,27 +143,13 @@ from llm_marl_envs.envs.coding.quality import code_metrics, describe_tests, weig
 from llm_marl_envs.envs.coding.roles import CODE_ROLES, HELPER_NAME, coding_team
 from llm_marl_envs.envs.coding.tasks import load_coding_tasks
 from llm_marl_envs.sandbox import (
-    CachingExecutor,
     Executor,
     SandboxLimits,
     TestJob,
     TestOutcome,
     TestReport,
-    make_executor,
+    shared_executor,
 )
-
-_SHARED_EXECUTORS: dict[tuple[str, float, int], Executor] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_executor(backend: str, timeout_s: float, memory_mb: int) -> Executor:
-    """One executor per (backend, limits) for the whole process, so many envs share one warm pool."""
-    key = (backend, float(timeout_s), int(memory_mb))
-    with _SHARED_LOCK:
-        if key not in _SHARED_EXECUTORS:
-            limits = SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb)
-            _SHARED_EXECUTORS[key] = make_executor(backend=backend, limits=limits)
-        return _SHARED_EXECUTORS[key]
 
 
 class CodingEnv(CollaborativeTextEnv):
@@ -218,11 +206,12 @@ class CodingEnv(CollaborativeTextEnv):
             max_observation_chars=max_observation_chars,
             render_mode=render_mode,
         )
-        if isinstance(executor, str):
-            executor = shared_executor(executor, timeout_s, memory_mb)
-        elif not isinstance(executor, Executor):
+        if not isinstance(executor, (str, Executor)):
             raise TypeError(f"executor: expected a backend name or an Executor, got {type(executor).__name__}")
-        self.executor: Executor = CachingExecutor(executor) if cache_verdicts else executor
+        limits = SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb) if isinstance(executor, str) else None
+        # One executor and one verdict cache per backend + limits (or per executor object) for the whole process:
+        # the G envs of a group stepping the same joint action cost one sandbox run, not G.
+        self.executor: Executor = shared_executor(executor, limits, cache=cache_verdicts)
         self.similarity = make_similarity(similarity)
         self._preambles: dict[str, str] = {}
 
@@ -288,7 +277,11 @@ class CodingEnv(CollaborativeTextEnv):
                 runs = [reports[(cf.program, tuple(held_out))] for cf in counterfactuals if cf.agent == agent]
                 runs_passed = [[o.passed for o in report.outcomes] for report in runs]
                 dependent[agent] = dependent_tests(held_out_passed, runs_passed) if runs else 0
-                contributions[agent] = pass_rate if dependent[agent] > 0 else 0.0
+                if runs and load_bearing(held_out_passed, runs_passed):
+                    own, other = (helper_code, main_code) if agent == HELPER_NAME else (main_code, helper_code)
+                    contributions[agent] = pass_rate * share_factor(own, other)
+                else:
+                    contributions[agent] = 0.0
         tester_report = None
         if "tester" in drafts:
             tester_report = reports.get((parts.program, tuple(tester_asserts))) if runnable else None
@@ -372,7 +365,9 @@ class CodingEnv(CollaborativeTextEnv):
         valid = [o.passed for o in reports[(reference, key)].outcomes] if reference else [True] * len(asserts)
         discriminating = [not o.passed for o in reports[(null, key)].outcomes]
         seen = {normalized_assert(test) for test in self.task["visible_tests"]}
-        new = [normalized_assert(a) not in seen for a in asserts]
+        entry_point = self.task["entry_point"]
+        # "New" information: not a visible test however rephrased, and a check of the answer's value.
+        new = [normalized_assert(a) not in seen and checks_a_value(a, entry_point) for a in asserts]
         validity = sum(valid) / len(asserts)
         return tester_contribution(valid, discriminating, new, pass_rate), validity
 

@@ -131,27 +131,28 @@ from llm_marl_envs.envs.writing.quality import COVERAGE_TARGET, form_terms, part
 from llm_marl_envs.envs.writing.roles import PART_SPECS, writing_team
 from llm_marl_envs.envs.writing.tasks import load_writing_tasks
 from llm_marl_envs.envs.writing.text_stats import (
-    IDF_MAX_DOCUMENTS,
-    DocumentFrequencies,
+    CORPUS_MAX_DOCUMENTS,
+    CorpusStats,
     SalientContent,
+    SourceGrams,
     content_stems,
     copied_fraction,
     fluency,
-    ngrams,
     numbers,
     salient_units,
+    sentence_content,
     tokens,
 )
 
-# Document frequencies of each dataset, computed once per process (a dataset's sources do not change).
-_FREQUENCIES: weakref.WeakKeyDictionary[TaskSource, DocumentFrequencies] = weakref.WeakKeyDictionary()
+# Corpus statistics of each dataset, computed once per process (a dataset's sources do not change).
+_CORPORA: weakref.WeakKeyDictionary[TaskSource, CorpusStats] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
 class _SourceStats:
     salient: SalientContent
     numbers: set[str]
-    ngrams: set[tuple[str, ...]]
+    grams: SourceGrams
 
 
 def _weighted(values: Mapping[str, float], sizes: Mapping[str, int], total: int, empty: float) -> float:
@@ -211,17 +212,22 @@ class WritingEnv(CollaborativeTextEnv):
         """Score the parts: reference-free quality, counterfactual contributions, per-role feedback."""
         source = self._source_stats()
         specs = PART_SPECS[self.style]
-        copied = {role: copied_fraction(text, source.ngrams) for role, text in drafts.items()}
-        fluent = {role: fluency(text, specs[role].structure is not None) for role, text in drafts.items()}
+        corpus = self._corpus()
+        copied = {role: copied_fraction(text, source.grams) for role, text in drafts.items()}
+        fluent = {role: fluency(text, specs[role].structure is not None, corpus) for role, text in drafts.items()}
         sizes = {role: len(tokens(text)) for role, text in drafts.items()}
         total_tokens = sum(sizes.values())
 
         terms = form_terms(self.style, drafts)
-        team_units = set().union(*(content_stems(text) for text in drafts.values()))
+        # Content counts only where it is said in sentences (see text_stats.sentence_content).
+        said = {role: sentence_content(text, specs[role].structure is not None) for role, text in drafts.items()}
+        team_units = set().union(*(content_stems(text) for text in said.values()))
         salient_coverage = source.salient.coverage(team_units)
         terms["coverage"] = min(1.0, salient_coverage / COVERAGE_TARGET)
         terms["originality"] = 1.0 - _weighted(copied, sizes, total_tokens, empty=0.0)
         terms["fluency"] = _weighted(fluent, sizes, total_tokens, empty=0.0)
+        grounded = {role: grounding(text, source.numbers) for role, text in drafts.items()}
+        terms["grounding"] = _weighted(grounded, sizes, total_tokens, empty=1.0)
 
         contributions: dict[str, float | None] = {}
         consistency = None
@@ -229,14 +235,13 @@ class WritingEnv(CollaborativeTextEnv):
         if len(drafts) > 1:
             sims = self.similarity.matrix(texts)
             validity = {role: fluent[role] * (1.0 - copied[role]) for role in drafts}
-            credit = shapley_credit(source.salient, drafts, validity)
+            credit = shapley_credit(source.salient, said, validity)
             middle = {role: (specs[role].min_words + specs[role].max_words) / 2 for role in drafts}
             targets = {role: ROLE_SHARE_SLACK * middle[role] / sum(middle.values()) for role in drafts}
             shares = role_shares(credit, targets)
             redundant = redundancy(drafts, sims, REDUNDANCY_CAPS[self.similarity.name])
-            for role, text in drafts.items():
-                agreement = grounding(text, source.numbers)
-                contributions[role] = shares[role] * validity[role] * agreement * (1.0 - redundant[role])
+            for role in drafts:
+                contributions[role] = shares[role] * validity[role] * grounded[role] * (1.0 - redundant[role])
             consistency = terms["coverage"] * sum(contributions.values()) / len(contributions)
             terms["similarity"] = mean_off_diagonal(sims)
             terms["duplication"] = duplication_rate(texts, sims)
@@ -252,16 +257,22 @@ class WritingEnv(CollaborativeTextEnv):
             details={"similarity_backend": self.similarity.name, "salient_coverage": salient_coverage},
         )
 
+    def _corpus(self) -> CorpusStats:
+        """Statistics of the env's whole dataset (computed once per process and dataset)."""
+        corpus = _CORPORA.get(self.task_source)
+        if corpus is None:
+            ids = self.task_source.ids()[:CORPUS_MAX_DOCUMENTS]
+            corpus = _CORPORA[self.task_source] = CorpusStats(self.task_source.get(i)["source"] for i in ids)
+        return corpus
+
     def _source_stats(self) -> _SourceStats:
-        """Salient content, numbers and long n-grams of the current task's source (computed once per task)."""
+        """Salient content, numbers and n-grams of the current task's source (computed once per task)."""
         task = self.task
         if task.task_id not in self._sources:
-            frequencies = _FREQUENCIES.get(self.task_source)
-            if frequencies is None:
-                documents = (self.task_source.get(i)["source"] for i in self.task_source.ids()[:IDF_MAX_DOCUMENTS])
-                frequencies = _FREQUENCIES[self.task_source] = DocumentFrequencies(documents)
             text = task["source"]
-            self._sources[task.task_id] = _SourceStats(salient_units(text, frequencies), numbers(text), ngrams(text))
+            self._sources[task.task_id] = _SourceStats(
+                salient_units(text, self._corpus()), numbers(text), SourceGrams.of(text)
+            )
         return self._sources[task.task_id]
 
     def _magrpo(self, drafts: Mapping[str, str]) -> float | None:

@@ -1,6 +1,6 @@
 """Reference-free quality of a team's writing, and the per-agent feedback that explains it.
 
-    quality = (0.5 * form + 0.5 * coverage) * originality * fluency
+    quality = (0.5 * form + 0.5 * coverage) * originality * fluency * grounding
 
 * ``form`` — the mean of the format terms present:
   ``length`` (mean over roles of how well each part's word count fits its range, :data:`roles.PART_SPECS`: 1 inside,
@@ -10,9 +10,12 @@
 * ``coverage`` — the weighted fraction of the source's salient content the parts mention, over
   :data:`COVERAGE_TARGET` and capped at 1 (an honest summary of a 200-word article mentions about half of it);
 * ``originality`` — 1 minus the share of the parts' tokens copied from the source in long spans;
-* ``fluency`` — the token-weighted mean over parts of function-word presence times freedom from repetition.
+* ``fluency`` — the token-weighted mean over parts of function-word presence, word order and freedom from
+  repetition;
+* ``grounding`` — the token-weighted mean over parts of the share of their numbers the source states (invented
+  figures contradict the facts every teammate read).
 
-The last two multiply: a pasted lead, a keyword list, or a part repeated three times scores near 0 however well it
+The last three multiply: a pasted lead, a keyword list, or a part repeated three times scores near 0 however well it
 covers the source. See :mod:`~llm_marl_envs.envs.writing.text_stats` for each measure and why.
 """
 
@@ -79,9 +82,10 @@ def form_terms(style: str, drafts: Mapping[str, str]) -> dict[str, float]:
 
 
 def quality(terms: Mapping[str, float]) -> float:
-    """quality = (0.5 * mean(form terms) + 0.5 * coverage) * originality * fluency (see the module docstring)."""
+    """quality = (0.5 * mean(form) + 0.5 * coverage) * originality * fluency * grounding (see the module docstring)."""
     form = [terms[name] for name in ("length", "length_ratio", "structure") if name in terms]
-    return (0.5 * sum(form) / len(form) + 0.5 * terms["coverage"]) * terms["originality"] * terms["fluency"]
+    content = 0.5 * sum(form) / len(form) + 0.5 * terms["coverage"]
+    return content * terms["originality"] * terms["fluency"] * terms["grounding"]
 
 
 def part_feedback(text: str, spec: PartSpec, copied: float = 0.0, fluent: float = 1.0) -> str:
