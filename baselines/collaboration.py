@@ -16,7 +16,8 @@ baseline                 max_turns   observability  schedule
 =======================  ==========  =============  ===========================================================
 
 :func:`run_episodes` runs several episodes in lockstep, so one policy call serves every live agent of every episode
-(batched generation across agents and episodes).
+(batched generation across agents and episodes). Its optional ``on_turn(episode_index, turn)`` and
+``on_episode(result)`` callbacks report progress as it goes (``llm-marl demo`` draws its progress bar with them).
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class _Episode:
         self.last_info: dict[str, Any] = {}
         self.start = time.perf_counter()
         self.end = self.start
+        self.result: EpisodeResult | None = None
 
     def step(self, actions: dict[str, str]) -> None:
         for agent, action in actions.items():
@@ -181,11 +183,15 @@ def run_episodes(
     task_id: str | None = None,
     max_turns: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
+    on_turn: Callable[[int, int], None] | None = None,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:
     """Run one episode per seed of ``baseline`` on ``env`` (``"writing"``/``"coding"``), all in lockstep.
 
     ``max_turns`` changes only the multi-turn dialogue baseline (the others have fixed schedules);
     ``env_kwargs`` go to the env constructor (e.g. ``style``, ``dataset``, ``executor``).
+    ``on_turn(episode_index, turn)`` is called after each step of each episode (``episode_index`` in ``seeds``
+    order, ``turn`` 1-based); ``on_episode(result)`` once per episode, as soon as it ends.
     """
     spec = get_baseline(baseline) if isinstance(baseline, str) else baseline
     if not isinstance(policy, Policy):
@@ -195,6 +201,15 @@ def run_episodes(
     if task_id is not None:
         options["task_id"] = task_id
     episodes = [_Episode(make_env(env, **config), seed, dict(options)) for seed in seeds]
+    index = {id(episode): i for i, episode in enumerate(episodes)}
+
+    def finish(episode: _Episode) -> None:
+        # Built (and the env closed) as soon as the episode ends, so on_episode sees it without waiting for the
+        # slowest episode of the batch.
+        episode.result = _result(spec, env, episode)
+        if on_episode is not None:
+            on_episode(episode.result)
+
     while True:
         live = [episode for episode in episodes if episode.env.agents]
         if not live:
@@ -205,7 +220,14 @@ def run_episodes(
             joint = _act_in_parallel(spec, env, policy, settings, live)
         for episode, actions in zip(live, joint, strict=True):
             episode.step(actions)
-    return [_result(spec, env, episode) for episode in episodes]
+            if on_turn is not None:
+                on_turn(index[id(episode)], episode.turn)
+            if not episode.env.agents:
+                finish(episode)
+    for episode in episodes:
+        if episode.result is None:  # an env with no agent at reset never stepped
+            finish(episode)
+    return [episode.result for episode in episodes if episode.result is not None]
 
 
 def _request(spec: Baseline, task: str, episode: _Episode, agent: str, earlier: Mapping[str, str] | None = None

@@ -16,14 +16,19 @@ from collections.abc import Sequence
 _SUBCOMMANDS: tuple[str, ...] = (
     "benchmarks.demo",
     "llm_marl_envs.sandbox.cli",
+    "benchmarks.bench",
 )
+DESCRIPTION = """Collaborative LLM agents as Dec-POMDPs (PettingZoo envs writing_v0 and coding_v0).
+
+What the command line does today: `demo` runs a few real episodes with a policy, `sandbox` builds, checks and
+cleans the Docker unit-test sandbox, `bench` runs the performance benchmarks. Training and the study are not
+commands yet; the envs themselves are a Python API (see README.md)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
-        prog="llm-marl",
-        description="Collaborative LLM agents as Dec-POMDPs: demos, sandbox tools, training and benchmarks.",
+        prog="llm-marl", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in _SUBCOMMANDS:

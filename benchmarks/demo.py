@@ -2,7 +2,8 @@
 
 Without arguments it runs 2 episodes of each env (2 agents, at most 2 turns, 96 new tokens) with the offline default
 model SmolLM2-135M-Instruct through the minimal local-model loop (each agent acts on its raw observation).
-``--baseline`` picks one of the five collaboration baselines instead; ``--policy`` picks the backend.
+``--baseline`` picks one of the five collaboration baselines instead; ``--policy`` picks the backend. Progress
+(episodes and turns done, ETA) shows while the episodes run; the table comes at the end.
 
     llm-marl demo [--baseline NAME] [--env writing|coding|both] [--episodes N] [--num-agents N]
                   [--max-new-tokens N] [--max-turns N] [--policy local|endpoint|scripted|adapters] [--json PATH]
@@ -16,10 +17,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from baselines.collaboration import BASELINES, ENVS, PLAIN, EpisodeResult, run_episodes
+from baselines.collaboration import BASELINES, ENVS, PLAIN, EpisodeResult, get_baseline, run_episodes
 from baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
+from benchmarks.progress import EpisodeProgress
 
 DRAFT_PREVIEW_CHARS = 160
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends each option's default to its help, except a ``None`` default: that help says what happens instead
+    (``--model``'s "(default: offline SmolLM2) (default: None)" came from appending it blindly)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def register(subparsers: Any) -> None:
@@ -28,24 +40,32 @@ def register(subparsers: Any) -> None:
         "demo",
         help="run a few real episodes of the envs with a policy and print a summary",
         description=__doc__.split("\n\n")[1],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--baseline", choices=[PLAIN.name, *BASELINES], default=PLAIN.name,
                         help="collaboration baseline (plain = the env's own prompts, no framing)")
-    parser.add_argument("--env", choices=[*ENVS, "both"], default="both")
+    parser.add_argument("--env", choices=[*ENVS, "both"], default="both", help="which env's episodes to run")
     parser.add_argument("--episodes", type=_positive_int, default=2, help="episodes per env")
-    parser.add_argument("--num-agents", type=int, choices=(1, 2, 3, 4), default=2)
+    parser.add_argument("--num-agents", type=int, choices=(1, 2, 3, 4), default=2,
+                        help="agents per team (single_agent always uses one)")
     parser.add_argument("--max-turns", type=_positive_int, default=None,
                         help="turns of the plain loop (default 2) and of prompt_collaboration (default 3); "
                         "the other baselines fix their own")
-    parser.add_argument("--max-new-tokens", type=_positive_int, default=96)
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--max-new-tokens", type=_positive_int, default=96,
+                        help="most tokens the policy may generate per action")
+    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (0: greedy)")
+    parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling: keep the smallest set of "
+                        "tokens whose probabilities add up to this")
     parser.add_argument("--seed", type=int, default=0, help="first episode seed (episode i uses seed+i)")
-    parser.add_argument("--split", choices=("train", "eval"), default="train")
-    parser.add_argument("--policy", choices=tuple(POLICY_KINDS), default="local")
-    parser.add_argument("--model", default=None, help="local policy: model folder or hub id (default: offline SmolLM2)")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32", "float16"))
+    parser.add_argument("--split", choices=("train", "eval"), default="train", help="the task split to draw from")
+    parser.add_argument("--policy", choices=tuple(POLICY_KINDS), default="local",
+                        help="who writes the actions: scripted (no model), local (a Hugging Face model), adapters "
+                        "(a trained team directory) or endpoint (an OpenAI-compatible server)")
+    parser.add_argument("--model", default=None,
+                        help="local policy: model folder or hub id (default: the offline SmolLM2-135M-Instruct)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32", "float16"),
+                        help="local and adapters policies: compute dtype (auto: bfloat16 where the hardware runs it "
+                        "natively, else float32 on CPU and float16 on GPU)")
     parser.add_argument("--team-dir", default=None, help="adapters policy: the team directory")
     parser.add_argument("--base-url", default=None, help="endpoint policy: e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--endpoint-model", default=None, help="endpoint policy: served model name")
@@ -80,15 +100,21 @@ def run(args: argparse.Namespace) -> int:
     num_agents, team_env_kwargs = args.num_agents, {}
     start = time.perf_counter()
     results: list[EpisodeResult] = []
+    # Loading a model takes seconds before the first episode; say so, so the wait is not silent.
+    print(f"[demo] loading the {args.policy} policy", flush=True)
     with build_policy(args) as policy:
         manifest = getattr(policy, "manifest", None)
         if manifest is not None:  # a trained team plays the env, team size and env arguments it was trained for
             envs = [name for name, module in ENVS.items() if module == manifest.env]
             num_agents, team_env_kwargs = manifest.num_agents, dict(manifest.env_kwargs)
-        for env in envs:
-            env_kwargs = {**team_env_kwargs, **({"executor": args.executor} if env == "coding" else {})}
-            results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,
-                                    split=args.split, max_turns=args.max_turns, env_kwargs=env_kwargs)
+        turns = get_baseline(args.baseline).env_kwargs(num_agents, args.max_turns)["max_turns"]
+        with EpisodeProgress(len(envs) * len(seeds), turns) as progress:
+            for env in envs:
+                env_kwargs = {**team_env_kwargs, **({"executor": args.executor} if env == "coding" else {})}
+                progress.begin(env)
+                results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,
+                                        split=args.split, max_turns=args.max_turns, env_kwargs=env_kwargs,
+                                        on_turn=progress.on_turn, on_episode=progress.on_episode)
     elapsed = time.perf_counter() - start
     print_summary(results, f"{args.baseline} · {args.policy} policy · {elapsed:.1f} s")
     if args.json:
@@ -109,7 +135,8 @@ def print_summary(results: list[EpisodeResult], title: str) -> None:
         table.add_column(column, justify="left" if column in ("env", "task", "agents", "end") else "right")
     for r in results:
         table.add_row(r.env, str(r.seed), r.task_id, ",".join(r.agents), f"{r.episode_return:+.3f}", str(r.turns),
-                      f"{r.quality:.3f}", f"{r.consistency:.3f}", str(r.end_reason), f"{r.wall_s:.1f}")
+                      f"{r.quality:.3f}", "-" if r.consistency is None else f"{r.consistency:.3f}",
+                      str(r.end_reason), f"{r.wall_s:.1f}")
     console = Console()
     if not console.is_terminal:
         console = Console(width=140)  # pipes and CI logs default to 80 columns, which would cut every cell

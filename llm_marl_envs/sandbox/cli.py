@@ -13,10 +13,19 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("sandbox", help="the Docker unit-test sandbox: build-image, check, clean")
     commands = parser.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND", required=True)
 
-    build = commands.add_parser("build-image", help="build the sandbox image (offline with debootstrap by default)")
+    build = commands.add_parser(
+        "build-image",
+        help="build the sandbox image (offline with debootstrap by default) when its inputs changed",
+        description="Build the sandbox image when it is missing or its inputs (route, Debian suite or base image, "
+        "build recipe) changed since it was built; the digest of those inputs is stored as an image label. "
+        "A build removes the image it replaces, so no dangling image is left.",
+    )
     build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"image tag (default {DEFAULT_IMAGE})")
     build.add_argument("--base-image", default=None, help="build FROM this image (e.g. python:3.11-slim) instead")
-    build.add_argument("--if-missing", action="store_true", help="do nothing when the tag already exists")
+    when = build.add_mutually_exclusive_group()
+    when.add_argument("--if-missing", action="store_true",
+                      help="do nothing when the tag exists, even if it was built from other inputs")
+    when.add_argument("--force", action="store_true", help="rebuild even when the inputs are unchanged")
     build.set_defaults(func=build_image_command)
 
     check = commands.add_parser("check", help="print the engine version and image, then run a self-test")
@@ -30,13 +39,14 @@ def register(subparsers: Any) -> None:
 
 def build_image_command(args: argparse.Namespace) -> int:
     """``sandbox build-image``."""
-    from llm_marl_envs.sandbox.image import build_image, image_exists
+    from llm_marl_envs.sandbox.image import ensure_image, image_exists, image_is_current
 
     if args.if_missing and image_exists(args.tag):
-        print(f"{args.tag} already exists")
+        stale = "" if image_is_current(args.tag, args.base_image) else " (built from other inputs: drop --if-missing)"
+        print(f"{args.tag} already exists{stale}")
         return 0
-    build_image(args.tag, args.base_image)
-    print(f"built {args.tag}")
+    if ensure_image(args.tag, args.base_image, force=args.force):
+        print(f"built {args.tag}")
     return 0
 
 

@@ -3,7 +3,8 @@
 Every program defines (or fails to define) ``f`` and is judged by one test, usually ``assert f(1) == 2``. A program
 *forging* success must never get ``passed``; a program doing damage must get a bounded verdict and leave nothing
 behind. ``expected`` holds the acceptable statuses on Docker; ``local`` overrides them for the local backend where its
-documented guarantee is weaker (see the local backend's docstring), with ``local_note`` saying why.
+documented guarantee is weaker (see the local backend's docstring), with ``local_note`` saying why. ``docker_only``
+programs are never run on the local backend, because there they would harm the host; ``local_note`` says how.
 Templates may use ``{host_file}``, ``{host_dir}``, ``{port}``, ``{host_ip}`` and ``{secret_env}``.
 """
 
@@ -100,7 +101,9 @@ HOSTILE: tuple[Hostile, ...] = (
     _h("kill_supervisor", "import os, signal\ndef f(x):\n    stat = open('/proc/%d/stat' % os.getppid()).read()\n"
        "    os.kill(int(stat.rsplit(')', 1)[1].split()[1]), signal.SIGKILL)\n    return x + 1", "error"),
     _h("kill_everything", "import os, signal\ndef f(x):\n    os.kill(-1, signal.SIGKILL)\n    return x + 1",
-       "error", docker_only=True),
+       "error", docker_only=True,
+       local_note="not run locally: kill(-1) would SIGKILL every host process the sandbox user may signal (the "
+       "test runner and the user's session when not root; every process of `nobody` when root)"),
     # -- forged verdicts
     _h("forge_sys_exit_at_load", "import sys\nsys.exit(0)\ndef f(x):\n    return 0", "error"),
     _h("forge_os_exit_at_load", "import os\nos._exit(0)", "error"),

@@ -1,14 +1,19 @@
-"""``llm-marl demo`` through its own ``register`` hook: flags, the summary table and the JSON report."""
+"""``llm-marl demo`` through its own ``register`` hook: flags and their help, progress, the summary table and the JSON
+report."""
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from baselines.collaboration import EpisodeResult
 from benchmarks import demo
+from benchmarks.progress import EpisodeProgress
 
 
 def run_demo(argv: list[str]) -> int:
@@ -40,11 +45,64 @@ def test_scripted_demo_on_both_envs_writes_json(tmp_path: Path, capsys: pytest.C
     printed = capsys.readouterr().out
     assert "one_round_discussion · scripted policy" in printed
     assert "writing" in printed and "coding" in printed and "consist." in printed
+    # Progress while it runs (stdout is not a terminal here: plain lines): one per episode-turn, one per episode.
+    progress = [line for line in printed.splitlines() if line.startswith("[progress] ")]
+    assert len([line for line in progress if " turn " in line.split(" · ")[0]]) == 4 * 2
+    assert len([line for line in progress if " done: " in line]) == 4
+    assert progress[0].startswith("[progress] writing episode 1/4 turn 1 · 0/4 episodes, 1 turns")
+    assert re.search(r"4/4 episodes, 8 turns, [\d.]+ s elapsed, ETA 0 s$", progress[-1])
     data = json.loads(report.read_text())
     assert data["baseline"] == "one_round_discussion" and data["settings"]["max_new_tokens"] == 96
     episodes = data["episodes"]
     assert [e["env"] for e in episodes] == ["writing", "writing", "coding", "coding"]
     assert all(len(e["agents"]) == 3 and e["turns"] == 2 for e in episodes)
+
+
+def demo_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llm-marl")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    demo.register(subparsers)
+    return subparsers.choices["demo"]
+
+
+def test_every_demo_option_has_help_and_defaults_appear_once() -> None:
+    parser = demo_parser()
+    for action in parser._actions:
+        assert action.help and action.help.strip(), f"{action.option_strings} has no help text"
+    text = " ".join(parser.format_help().split("options:")[1].split())  # the option list, unwrapped
+    assert "(default: None)" not in text
+    model_help = text[text.index("--model MODEL"):text.index("--dtype")]
+    assert " ".join(model_help.split()).count("(default:") == 1
+    assert "(default: 96)" in text and "(default: local)" in text  # real defaults are still shown
+
+
+def test_progress_eta_is_the_pace_since_the_first_turn() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    progress = EpisodeProgress(2, 2, stream=out, live=False, clock=lambda: now[0])
+    assert progress.eta_s() is None
+    now[0] = 10.0  # set-up (building envs) before the first turn
+    progress.begin("writing")
+    progress.on_turn(0, 1)
+    assert progress.eta_s() == pytest.approx(10.0 / 1 * 3)  # one data point: the pace from the start
+    now[0] = 12.0
+    progress.on_turn(1, 1)
+    assert progress.eta_s() == pytest.approx(2.0 / 1 * 2)  # 2 s per turn since the first one, 2 turns left
+    short = EpisodeResult("plain", "writing", "t", 0, ("a",), 0.0, 1, "all_done", 0.0, None, {}, {}, {}, 0.0)
+    progress.on_episode(short)  # ended after 1 of its 2 turns: the unused turn is credited
+    assert progress.turn_units == 3 and progress.eta_s() == pytest.approx(2.0 / 2 * 1)
+    assert out.getvalue().splitlines()[-1] == (
+        "[progress] writing seed 0 done: return +0.000 in 1 turn(s), all_done · 1/2 episodes, 2 turns, "
+        "12.0 s elapsed, ETA 1 s"
+    )
+
+
+def test_progress_draws_a_live_bar_with_rich() -> None:
+    out = io.StringIO()
+    with EpisodeProgress(1, 2, stream=out, live=True) as progress:
+        progress.begin("coding")
+        progress.on_turn(0, 1)
+    assert "0/1 episodes · 1 turns" in out.getvalue() and "[progress]" not in out.getvalue()
 
 
 def test_demo_flag_errors() -> None:

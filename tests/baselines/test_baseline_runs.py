@@ -3,13 +3,22 @@ the default model (short real runs), and each shows agents exactly what its defi
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 from baseline_helpers import ENV_KWARGS, default_model
 
 from baselines import prompts
-from baselines.collaboration import BASELINES, PLAIN, EpisodeResult, draft_part, get_baseline, run_episodes
+from baselines.collaboration import (
+    BASELINES,
+    PLAIN,
+    EpisodeResult,
+    draft_part,
+    get_baseline,
+    make_env,
+    run_episodes,
+)
 from baselines.policies import ActionRequest, GenerationSettings
 from baselines.policies.local import LocalModelPolicy
 from baselines.policies.scripted import ScriptedPolicy
@@ -68,10 +77,22 @@ def test_scripted_episodes_complete(name: str, env: str, num_agents: int) -> Non
         assert result.turns == EXPECTED_TURNS[name] and result.end_reason is not None
         assert result.reward_components["turns"] == result.turns
         assert all(len(actions) == result.turns for actions in result.actions.values())
-        assert 0.0 <= result.quality <= 1.0 and 0.0 <= result.consistency <= 1.0
+        assert 0.0 <= result.quality <= 1.0
+        if name == "single_agent":  # no teammate, so nothing to be consistent with
+            assert result.consistency is None
+        else:
+            assert result.consistency is not None and 0.0 <= result.consistency <= 1.0
         assert isinstance(result.episode_return, float)
-        json.dumps(result.to_dict())  # JSON-friendly
-    assert results[0].task_id != results[1].task_id or results[0].seed != results[1].seed
+        json.loads(json.dumps(result.to_dict()))  # JSON-friendly
+    # Episode i plays the task that reset(seed=seeds[i]) draws, in seed order (lockstep must not mix them up).
+    config = {**ENV_KWARGS[env], **get_baseline(name).env_kwargs(num_agents)}
+    drawn = []
+    for seed in (0, 1):
+        fresh = make_env(env, **config)
+        _, infos = fresh.reset(seed=seed, options={"split": "train"})
+        drawn.append(next(iter(infos.values()))["task_id"])
+        fresh.close()
+    assert [(r.seed, r.task_id) for r in results] == [(0, drawn[0]), (1, drawn[1])]
 
 
 def _requests(policy: ScriptedPolicy) -> list[ActionRequest]:
@@ -154,3 +175,30 @@ def test_default_model_runs_every_baseline(name: str, env: str) -> None:
     assert 1 <= result.turns <= 3 and result.end_reason is not None
     assert all(actions and all(isinstance(a, str) for a in actions) for actions in result.actions.values())
     assert any(a.strip() for actions in result.actions.values() for a in actions)  # the model wrote something
+
+
+def test_progress_callbacks_report_every_turn_and_episode_in_lockstep_order() -> None:
+    turns: list[tuple[int, int]] = []
+    ended: list[EpisodeResult] = []
+    results = run("one_round_discussion", "writing", ScriptedPolicy(), seeds=(0, 1, 2),
+                  on_turn=lambda episode, turn: turns.append((episode, turn)), on_episode=ended.append)
+    assert turns == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2)]  # one call per episode and turn
+    assert ended == results  # one call per episode, with the result that is returned
+
+
+def test_an_episode_that_ends_early_is_reported_when_it_ends() -> None:
+    requests = itertools.count()
+    events: list[tuple[str, int, int]] = []
+
+    def first_episode_finishes_at_once(request: ActionRequest) -> str:
+        # The first batch holds episode 0's two agents, then episode 1's; only episode 0's say <done/>. Every other
+        # action is new text, so episode 1 neither converges nor finishes before max_turns.
+        index = next(requests)
+        return "final <done/>" if index < 2 else f"draft number {index}"
+
+    results = run("prompt_collaboration", "writing", ScriptedPolicy(first_episode_finishes_at_once), seeds=(0, 1),
+                  max_turns=3, on_turn=lambda episode, turn: events.append(("turn", episode, turn)),
+                  on_episode=lambda result: events.append(("episode", int(result.seed or 0), result.turns)))
+    assert [r.turns for r in results] == [1, 3]
+    assert events == [("turn", 0, 1), ("episode", 0, 1), ("turn", 1, 1), ("turn", 1, 2), ("turn", 1, 3),
+                      ("episode", 1, 3)]

@@ -1,4 +1,7 @@
-"""Team directories of per-role LoRA adapters: written with save_team, loaded onto one shared base model."""
+"""Team directories of per-role LoRA adapters: written with save_team, loaded onto one shared base model.
+
+Every test using the ``team_dir`` fixture loads the default model (and takes 10-30 s on 2 CPU cores): those carry the
+``model`` and ``slow`` markers."""
 
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ def team_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+@pytest.mark.model
+@pytest.mark.slow
 def test_team_directory_layout_and_manifest(team_dir: Path) -> None:
     data = json.loads((team_dir / MANIFEST_NAME).read_text())
     assert data["format_version"] == 1 and data["env"] == "writing_v0" and data["base_model"] == DEFAULT_MODEL
@@ -53,6 +58,8 @@ def test_team_directory_layout_and_manifest(team_dir: Path) -> None:
     assert manifest.generation == GenerationSettings(temperature=0.0, max_new_tokens=6, seed=1)
 
 
+@pytest.mark.model
+@pytest.mark.slow
 def test_one_base_copy_and_roles_give_different_logits(team_dir: Path) -> None:
     import torch
 
@@ -95,6 +102,8 @@ def _write_manifest(team_dir: Path, **changes: object) -> None:
     (team_dir / MANIFEST_NAME).write_text(json.dumps(data))
 
 
+@pytest.mark.model
+@pytest.mark.slow
 def test_broken_team_directories_fail_clearly(team_dir: Path, tmp_path: Path) -> None:
     import shutil
 
@@ -129,6 +138,8 @@ def test_save_team_rejects_missing_adapters(tmp_path: Path) -> None:
         save_team(tmp_path / "team", NoAdapters(), env="writing_v0", roles=["concise"])
 
 
+@pytest.mark.model
+@pytest.mark.slow
 def test_demo_plays_a_team_on_its_own_env(team_dir: Path, tmp_path: Path) -> None:
     import argparse
 

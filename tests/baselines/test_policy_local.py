@@ -74,6 +74,7 @@ def test_local_policy_rejects_bad_arguments(tmp_path: Path) -> None:
         models.resolve_model_source(42)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # converts the GGUF into a fresh cache and loads it (10-20 s)
 def test_conversion_cache_is_atomic_and_repairs_a_broken_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

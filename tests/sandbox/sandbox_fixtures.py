@@ -7,6 +7,7 @@ absence FAILS the Docker tests (CI installs both); elsewhere the Docker tests ar
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -45,12 +46,27 @@ BACKENDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
-    """One executor per backend for the whole module, with short limits."""
+    """One executor per backend for the whole module, with short limits.
+
+    The local backend's work dirs go under a temporary root of this run, so :func:`harness_processes` can tell this
+    run's harness processes (their command line names the work dir) from another test run's on the same host.
+    """
     if request.param == "docker":
         need_docker()
-    ex = make_executor(request.param, HOSTILE_LIMITS)
-    yield ex
-    ex.close()
+        ex = make_executor("docker", HOSTILE_LIMITS)
+        yield ex
+        ex.close()
+        return
+    root = tempfile.mkdtemp(prefix="llm-marl-sandbox-tests-")
+    os.chmod(root, 0o755)  # the judge and program run as nobody when we are root: they must reach their work dir
+    previous, tempfile.tempdir = tempfile.tempdir, root
+    ex = make_executor("local", HOSTILE_LIMITS)
+    try:
+        yield ex
+    finally:
+        ex.close()
+        tempfile.tempdir = previous
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -143,23 +159,48 @@ def bait() -> Iterator[HostBait]:
     scratch.rmdir()
 
 
-def harness_processes() -> int:
-    """Processes on this host (containers included) running the sandbox harness."""
+def harness_processes(executor: Executor) -> int:
+    """Processes on this host running the sandbox harness for ``executor``.
+
+    Other test runs on the same host (another checkout, a parallel session) run harness processes too; counting
+    those made "nothing left behind" fail for processes that were never ours. Ours are, locally, those whose command
+    line names a work dir under this run's temporary root (a forked child keeps its parent's command line) and, on
+    Docker, those in a container of this executor (its cgroup names the container), retired ones included until
+    they are removed.
+    """
+    if executor.backend == "docker":
+        from llm_marl_envs.sandbox.docker_backend import LABEL
+        from llm_marl_envs.sandbox.image import docker_client
+
+        instance = executor.instance  # type: ignore[attr-defined]
+        ours = [c.id for c in docker_client().containers.list(all=True, filters={"label": f"{LABEL}={instance}"})]
+
+        def mine(pid: str, cmdline: bytes) -> bool:
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+            return any(container in cgroup for container in ours)
+    else:
+        root = tempfile.gettempdir().encode()
+
+        def mine(pid: str, cmdline: bytes) -> bool:
+            return root in cmdline
+
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                count += HARNESS_MARKER in Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                count += HARNESS_MARKER in cmdline and mine(entry, cmdline)
+            except OSError:  # the process left while we looked
                 continue
     return count
 
 
-def settled_harness_processes(expected: int, wait_s: float = 3.0) -> int:
-    """Harness process count once it equals ``expected`` (killed processes take a moment to leave /proc)."""
+def settled_harness_processes(executor: Executor, expected: int, wait_s: float = 3.0) -> int:
+    """``executor``'s harness process count once it equals ``expected`` (killed processes take a moment to leave
+    /proc)."""
     deadline = time.monotonic() + wait_s
-    count = harness_processes()
+    count = harness_processes(executor)
     while count != expected and time.monotonic() < deadline:
         time.sleep(0.05)
-        count = harness_processes()
+        count = harness_processes(executor)
     return count

@@ -1,21 +1,38 @@
-"""The hostile-program suite, on both backends: expected verdict, bounded time, host untouched, nothing left behind,
-and the executor still healthy for the next call. Local expectations follow the local backend's documented (weaker)
-guarantees; those cases are asserted, not skipped."""
+"""The hostile-program suite, on both backends: expected verdict (a runaway program must come back as ``timeout``),
+host untouched, nothing left behind, and the executor still healthy for the next call.
+
+Local expectations follow the local backend's documented (weaker) guarantees and are asserted, not skipped; the one
+exception is a ``docker_only`` program, which would harm the host if run locally: it is reported as *skipped* with
+the catalogue's reason. How long each program holds a call is a figure, not a pass/fail rule on a shared machine:
+``python -m benchmarks.sandbox_hostile`` measures it.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import pytest
-from sandbox_fixtures import HOSTILE_LIMITS, HostBait, settled_harness_processes
+from sandbox_fixtures import HARNESS_MARKER, HOSTILE_LIMITS, HostBait, harness_processes, settled_harness_processes
 
 from llm_marl_envs.sandbox import Executor
 from llm_marl_envs.sandbox.hostile import HOSTILE, Hostile
 
 HEALTHY = "def f(x):\n    return x + 1\n"
-# Budget of a run plus the host's grace and container start-up: no hostile program may hold a call longer.
-BOUND_S = HOSTILE_LIMITS.run_budget_s + 5.0
+RUN_AS_ROOT = os.geteuid() == 0
+# The local backend's documented filesystem weakness depends on who runs it: as root, the program runs as `nobody`
+# and cannot reach the bait (a root-owned 0600 file, a 0755 dir); as anyone else it reads and writes them.
+FILESYSTEM_REACH = frozenset({"read_host_file", "write_outside_workdir"})
+
+
+def acceptable(hostile: Hostile, backend: str) -> frozenset[str]:
+    """The statuses ``hostile`` may get on ``backend``, narrowed to this host's user for the local backend."""
+    if backend == "local" and hostile.name in FILESYSTEM_REACH:
+        return frozenset({"error"} if RUN_AS_ROOT else {"passed"})
+    return hostile.statuses(backend)
 
 
 def test_catalogue_is_large_enough() -> None:
@@ -25,39 +42,55 @@ def test_catalogue_is_large_enough() -> None:
     assert len(forgeries) >= 10 and all("passed" not in h.expected for h in forgeries)
 
 
+def test_leak_check_sees_this_runs_leftovers_and_ignores_other_runs(executor: Executor) -> None:
+    """The "nothing left behind" check can fail: a stray harness process of this run counts, another run's not."""
+    marker = HARNESS_MARKER.decode()
+    ours = f"import time; time.sleep(30)  # {marker} {tempfile.gettempdir()}/llm-marl-sandbox-x"
+    theirs = f"import time; time.sleep(30)  # {marker} /somewhere/else/llm-marl-sandbox-x"
+    before = harness_processes(executor)
+    strays = [subprocess.Popen([sys.executable, "-c", code]) for code in (ours, theirs)]
+    try:
+        # Locally the first stray looks like a harness process of this run; on Docker neither runs in our container.
+        counted = before + (1 if executor.backend == "local" else 0)
+        assert settled_harness_processes(executor, counted) == counted
+    finally:
+        for stray in strays:
+            stray.kill()
+            stray.wait()
+
+
 @pytest.mark.parametrize("hostile", HOSTILE, ids=[h.name for h in HOSTILE])
 def test_hostile_program(executor: Executor, bait: HostBait, hostile: Hostile) -> None:
     backend = executor.backend
     if hostile.docker_only and backend == "local":
-        # Documented: locally `kill(-1)` would signal every process of the sandbox user on the host.
-        assert "docker" in hostile.name or hostile.docker_only
-        return
+        pytest.skip(hostile.local_note)
 
     # Each warm container shows two harness processes: Docker's init (its command line holds ours) and the supervisor.
     def expected() -> int:
         return 2 * getattr(executor, "live_containers", lambda: 0)()
 
-    assert settled_harness_processes(expected()) == expected()
+    assert settled_harness_processes(executor, expected()) == expected()
     bait.received.clear()
-    started = time.monotonic()
 
     report = executor.run(hostile.render(**bait.params()), [hostile.test])
 
-    elapsed = time.monotonic() - started
     status = report.outcomes[0].status
-    assert status in hostile.statuses(backend), (status, report.outcomes[0].message, report.error)
+    assert status in acceptable(hostile, backend), (status, report.outcomes[0].message, report.error)
     assert report.passed == (status == "passed") and report.total == 1
-    assert elapsed < BOUND_S
+    # An overrun shows in the verdict, whatever the clock said.
+    assert report.timed_out == (status == "timeout")
     assert len(report.stdout) < HOSTILE_LIMITS.output_bytes + 100
     assert len(report.stderr) < HOSTILE_LIMITS.output_bytes + 100
-    # The host is untouched where the backend promises it.
-    if backend == "docker" or os.geteuid() == 0:
-        assert not (bait.host_dir / "escaped.txt").exists()
+    # The host is untouched where the backend promises it; locally without root the write lands, as documented.
+    escaped = bait.host_dir / "escaped.txt"
+    wrote = backend == "local" and not RUN_AS_ROOT and hostile.name == "write_outside_workdir"
+    assert escaped.exists() == wrote
+    escaped.unlink(missing_ok=True)  # so the next program starts from an untouched host
     if backend == "docker":
         time.sleep(0.05)
         assert bait.received == [], "a sandboxed program reached a host socket"
     # Nothing left running: locally no harness process at all, in Docker one supervisor per warm container.
-    assert settled_harness_processes(expected()) == expected()
+    assert settled_harness_processes(executor, expected()) == expected()
     # Still healthy for the next call.
     follow_up = executor.run(HEALTHY, ["assert f(1) == 2", "assert f(2) == 4"])
     assert [o.status for o in follow_up.outcomes] == ["passed", "failed"], follow_up
