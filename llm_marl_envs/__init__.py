@@ -15,14 +15,13 @@ from __future__ import annotations
 import pettingzoo
 
 from llm_marl_envs import writing_v0
+from llm_marl_envs.registry import ENVS
 
 __version__ = "0.1.0"
 __all__ = ["ENV_IDS", "coding_v0", "writing_v0"]
 
-ENV_IDS: dict[str, str] = {
-    "llm_marl_envs/Writing-v0": "llm_marl_envs.writing_v0:parallel_env",
-    "llm_marl_envs/Coding-v0": "llm_marl_envs.coding_v0:parallel_env",
-}
+ENV_IDS: dict[str, str] = {spec.env_id: spec.entry_point for spec in ENVS.values()}
+"""PettingZoo ids of the suite's envs (from :mod:`llm_marl_envs.registry`)."""
 
 
 def _register() -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from envs_helpers import ENV_FACTORIES, scripted_action
+
+from llm_marl_envs.core.config import LimitsConfig, RewardConfig, TeamConfig
+from llm_marl_envs.core.magrpo_episode import OFFICIAL_EPISODE
 
 ENV_NAMES = sorted(ENV_FACTORIES)
 
@@ -106,3 +110,27 @@ def test_constructor_arguments_are_checked() -> None:
         make(num_agents=3, reward_mode="magrpo")
     with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
         make().step({})
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'num_agent'; known: \[.*'num_agents'"):
+        make(num_agent=2)
+    with pytest.raises(TypeError, match=r"team: expected TeamConfig, got RewardConfig"):
+        make(team=RewardConfig())
+    with pytest.raises(TypeError, match=r"team: unexpected fields \['agents'\]"):
+        make(team={"agents": 2})
+    with pytest.raises(ValueError, match=r"executor: expected one of \('auto', 'docker', 'local'\), got 'dockr'"):
+        ENV_FACTORIES["coding"](executor="dockr")
+    with pytest.raises(ValueError, match=r"magrpo_episode: applies to reward_mode='magrpo' only"):
+        make(magrpo_episode=OFFICIAL_EPISODE["writing"])
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_config_objects_and_keywords_build_the_same_env(name: str) -> None:
+    from_keywords = ENV_FACTORIES[name](num_agents=3, observability="team", max_turns=2)
+    groups = {"team": TeamConfig(num_agents=3), "observation": {"observability": "team"}, "limits": LimitsConfig(2)}
+    from_objects = ENV_FACTORIES[name](**groups)
+    assert from_keywords.config == from_objects.config
+    rebuilt = type(from_keywords)(from_keywords.config)  # a whole config object, as a checkpoint would restore it
+    assert rebuilt.config == from_keywords.config and rebuilt.max_turns == 2
+    from_keywords.reset(seed=0)
+    recorded = from_keywords.state()["config"]
+    assert recorded["team"] == {"num_agents": 3} and recorded["observation"]["observability"] == "team"
+    json.dumps(recorded)  # artefacts store it as JSON

@@ -6,18 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from llm_marl_envs.envs.coding.magrpo_tests import (
-    OFFICIAL_HUMANEVAL_EVAL_IDS,
-    official_cleanup,
-    official_function,
-    official_humaneval_split,
-    official_imports,
-    official_pass_fraction,
-    official_program,
-    official_test_cases,
-    official_tests,
-)
-from llm_marl_envs.envs.magrpo_episode import (
+from llm_marl_envs.core.magrpo_episode import (
     OFFICIAL_DATA_SLICES,
     OFFICIAL_EPISODE,
     MagrpoEpisodeConfig,
@@ -30,6 +19,17 @@ from llm_marl_envs.envs.magrpo_episode import (
     settlement,
     step_payment,
     terminates_early,
+)
+from llm_marl_envs.envs.coding.magrpo_tests import (
+    OFFICIAL_HUMANEVAL_EVAL_IDS,
+    official_cleanup,
+    official_function,
+    official_humaneval_split,
+    official_imports,
+    official_pass_fraction,
+    official_program,
+    official_test_cases,
+    official_tests,
 )
 
 CODE = OFFICIAL_EPISODE["coding"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import dataclasses
 import json
 import warnings
 from collections.abc import Mapping, Sequence
@@ -32,19 +33,19 @@ from pettingzoo import ParallelEnv
 
 from llm_marl_envs.core import prompts
 from llm_marl_envs.core.channel import Channel, Message
-from llm_marl_envs.core.observation import OBSERVABILITY, ObservationParts, render_observation
+from llm_marl_envs.core.config import EnvConfig, check_choice
+from llm_marl_envs.core.magrpo_episode import MagrpoEpisodeConfig, magrpo_step, official_episode_config
+from llm_marl_envs.core.observation import ObservationParts, render_observation
 from llm_marl_envs.core.protocol import ParsedAction, parse_action
-from llm_marl_envs.core.rewards import REWARD_MODES, RewardWeights, joint_step_reward, team_score
+from llm_marl_envs.core.rewards import RewardWeights, joint_step_reward, team_score
 from llm_marl_envs.core.roles import Role
 from llm_marl_envs.core.spaces import (
-    DEFAULT_ACTION_CHARS,
-    DEFAULT_OBSERVATION_CHARS,
     SanitizedText,
     UnicodeText,
     sanitize_text,
 )
 from llm_marl_envs.core.tasks import SPLITS, Task, TaskSource
-from llm_marl_envs.core.termination import end_of_turn
+from llm_marl_envs.core.termination import TurnOutcome, end_of_turn
 
 RESET_OPTION_KEYS: frozenset[str] = frozenset({"task_id", "split"})
 
@@ -87,6 +88,9 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     metadata: ClassVar[dict[str, Any]] = {"name": "collaborative_text_v0", "render_modes": ["human", "ansi"]}
     SYSTEM_PROMPT: ClassVar[str] = prompts.DEFAULT_SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = {}
+    MAGRPO_APP: ClassVar[str] = ""
+    """Which MAGRPO app's official episode defaults apply in ``reward_mode="magrpo"`` (see core/magrpo_episode.py)."""
+    DEFAULT_MAX_TURNS: ClassVar[int] = 3
     concurrent_steps: ClassVar[bool] = False
     """Whether a step mostly waits on I/O (the sandbox), so a rollout runner may step many envs from threads."""
     EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
@@ -113,45 +117,44 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         env._constructor = (args, kwargs)
         return env
 
-    def __init__(
-        self,
-        roles: Sequence[Role],
-        tasks: TaskSource,
-        *,
-        max_turns: int = 3,
-        observability: str = "local",
-        reward_mode: str = "joint",
-        reward_weights: RewardWeights | dict | None = None,
-        split: str = "train",
-        max_action_chars: int = DEFAULT_ACTION_CHARS,
-        max_observation_chars: int = DEFAULT_OBSERVATION_CHARS,
-        render_mode: str | None = None,
-    ) -> None:
-        _check_int("max_turns", max_turns, 1)
-        _check_int("max_action_chars", max_action_chars, 16)
-        _check_int("max_observation_chars", max_observation_chars, 256)
-        _check_choice("observability", observability, OBSERVABILITY)
-        _check_choice("reward_mode", reward_mode, REWARD_MODES)
-        _check_choice("split", split, SPLITS)
-        if render_mode is not None:
-            _check_choice("render_mode", render_mode, tuple(self.metadata["render_modes"]))
+    def __init__(self, roles: Sequence[Role], tasks: TaskSource, config: EnvConfig, split: str) -> None:
+        """Compose an env from its roles, its task source, its validated config and its default split."""
+        check_choice("split", split, SPLITS)
+        reward, limits, observation = config.reward, config.limits, config.observation
+        max_turns, magrpo_episode = self._resolve_turns(limits.max_turns, reward.reward_mode, reward.magrpo_episode)
+        self.config = config
         self.roles: dict[str, Role] = {role.name: role for role in roles}
         self.possible_agents: list[str] = list(self.roles)
         self.agents: list[str] = []
         self.task_source = tasks
         self.max_turns = max_turns
-        self.observability = observability
-        self.reward_mode = reward_mode
-        self.reward_weights = RewardWeights.from_value(reward_weights)
+        self.observability = observation.observability
+        self.reward_mode = reward.reward_mode
+        self.reward_weights: RewardWeights = reward.reward_weights  # type: ignore[assignment]
+        self.magrpo_episode = magrpo_episode
         self.default_split = split
-        self.max_action_chars = max_action_chars
-        self.max_observation_chars = max_observation_chars
-        self.render_mode = render_mode
+        self.max_action_chars = limits.max_action_chars
+        self.max_observation_chars = observation.max_observation_chars
+        self.render_mode = config.render_mode
         # One space object per agent, returned on every call (PettingZoo expects stable spaces).
-        self._observation_spaces = {a: UnicodeText(max_observation_chars) for a in self.possible_agents}
-        self._action_spaces = {a: UnicodeText(max_action_chars) for a in self.possible_agents}
+        self._observation_spaces = {a: UnicodeText(self.max_observation_chars) for a in self.possible_agents}
+        self._action_spaces = {a: UnicodeText(self.max_action_chars) for a in self.possible_agents}
         self._rng = np.random.default_rng()
         self.task: Task | None = None
+
+    def _resolve_turns(
+        self, max_turns: int | None, reward_mode: str, episode: MagrpoEpisodeConfig | None
+    ) -> tuple[int, MagrpoEpisodeConfig | None]:
+        """``max_turns`` and the MAGRPO episode config: joint mode defaults to 3 turns; MAGRPO mode to the official
+        app's episode (coding 2 turns, writing 1), whose ``num_turns`` is then the env's ``max_turns``."""
+        if reward_mode != "magrpo":
+            return (self.DEFAULT_MAX_TURNS if max_turns is None else max_turns), None
+        if episode is None:
+            official = official_episode_config(self.MAGRPO_APP)
+            episode = official if max_turns is None else dataclasses.replace(official, num_turns=max_turns)
+        elif max_turns is not None and max_turns != episode.num_turns:
+            raise ValueError(f"max_turns={max_turns} disagrees with magrpo_episode.num_turns={episode.num_turns}")
+        return episode.num_turns, episode
 
     # ----------------------------------------------------------------------------------------------- task hooks
     @abc.abstractmethod
@@ -226,16 +229,20 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.feedback = {a: assessment.feedback.get(a, "") for a in self.possible_agents}
         previous_score = self.score
         self.score = team_score(assessment.quality, assessment.consistency, self.reward_weights)
+        changed = any(self.drafts[a] != before[a] for a in live)
+        outcome = end_of_turn(self.turn, self.max_turns, live, self.done, changed)
+        magrpo = None
         if self.reward_mode == "magrpo":
             if assessment.magrpo_reward is None:
                 raise RuntimeError(f"{type(self).__name__} has no MAGRPO reward for this configuration")
-            reward = float(assessment.magrpo_reward)
+            env_ends = outcome.reason in ("all_done", "converged")
+            magrpo = magrpo_step(float(assessment.magrpo_reward), self.turn, self.magrpo_episode, env_ends=env_ends)
+            reward = magrpo.reward
+            if magrpo.early_terminated:  # the official trainer stops this branch: everyone terminates
+                outcome = TurnOutcome(frozenset(live), frozenset(), "magrpo_threshold")
         else:
             reward = joint_step_reward(self.score, previous_score, step_tokens, step_invalid, self.reward_weights)
         self.team_return += reward
-
-        changed = any(self.drafts[a] != before[a] for a in live)
-        outcome = end_of_turn(self.turn, self.max_turns, live, self.done, changed)
         self.end_reason = outcome.reason
 
         observations = {a: self._observe(a) for a in live}
@@ -253,6 +260,10 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             "step_invalid_actions": step_invalid,
         }
         infos = {a: self._step_info(a, parsed[a], sanitized[a], components, assessment, reward) for a in live}
+        if magrpo is not None:
+            for info in infos.values():
+                info["magrpo_processed_reward"] = magrpo.processed
+                info["magrpo_settled"] = magrpo.settled
         self.agents = [a for a in live if not (terminations[a] or truncations[a])]
         if self.render_mode == "human":
             self.render()
@@ -273,9 +284,11 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         """The full global state for centralized training: task, every draft, every message, turn, score."""
         self._require_reset()
         return {
+            "config": self.config.to_dict(),
             "task": self.task.to_dict(),
             "turn": self.turn,
             "max_turns": self.max_turns,
+            "magrpo_episode": None if self.magrpo_episode is None else dataclasses.asdict(self.magrpo_episode),
             "agents": list(self.agents),
             "drafts": dict(self.drafts),
             "done": dict(self.done),
@@ -352,7 +365,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
                 stacklevel=3,
             )
         split = options.get("split", self.default_split)
-        _check_choice("options['split']", split, SPLITS)
+        check_choice("options['split']", split, SPLITS)
         if options.get("task_id") is not None:
             return self.task_source.get(options["task_id"])
         return self.task_source.sample(self._rng, split)
@@ -440,15 +453,3 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     def _require_reset(self) -> None:
         if self.task is None:
             raise RuntimeError("call reset() before step() or state()")
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: expected int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected >= {minimum}, got {value}")
-
-
-def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {tuple(choices)}, got {value!r}")

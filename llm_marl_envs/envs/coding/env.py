@@ -116,10 +116,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from llm_marl_envs.core.base_env import Assessment, CollaborativeTextEnv
-from llm_marl_envs.core.rewards import RewardWeights
 from llm_marl_envs.core.similarity import duplication_rate, make_similarity, mean_off_diagonal
-from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
 from llm_marl_envs.envs.coding import prompts
+from llm_marl_envs.envs.coding.config import CodingConfig
 from llm_marl_envs.envs.coding.contribution import (
     checks_a_value,
     counterfactual_programs,
@@ -130,6 +129,7 @@ from llm_marl_envs.envs.coding.contribution import (
     share_factor,
     tester_contribution,
 )
+from llm_marl_envs.envs.coding.magrpo_tests import official_pass_fraction, official_program
 from llm_marl_envs.envs.coding.program import (
     ProgramParts,
     assemble_program,
@@ -160,6 +160,7 @@ class CodingEnv(CollaborativeTextEnv):
         "render_modes": ["human", "ansi"],
         "is_parallelizable": True,
     }
+    MAGRPO_APP: ClassVar[str] = "coding"
     SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
     concurrent_steps: ClassVar[bool] = True
@@ -170,49 +171,22 @@ class CodingEnv(CollaborativeTextEnv):
         "_reviewer_had_work",
     )
 
-    def __init__(
-        self,
-        num_agents: int = 2,
-        *,
-        dataset: str = "humaneval",
-        split: str = "train",
-        max_turns: int = 3,
-        observability: str = "local",
-        reward_mode: str = "joint",
-        reward_weights: RewardWeights | dict | None = None,
-        similarity: str = "auto",
-        executor: str | Executor = "auto",
-        timeout_s: float = 3.0,
-        memory_mb: int = 256,
-        cache_verdicts: bool = True,
-        max_action_chars: int = DEFAULT_ACTION_CHARS,
-        max_observation_chars: int = DEFAULT_OBSERVATION_CHARS,
-        render_mode: str | None = None,
-    ) -> None:
-        roles = coding_team(num_agents)
-        if reward_mode == "magrpo" and num_agents != 2:
-            raise ValueError(
-                f"reward_mode='magrpo' scores MAGRPO's aux/main pair: expected num_agents=2, got {num_agents}"
-            )
-        super().__init__(
-            roles,
-            load_coding_tasks(dataset),
-            max_turns=max_turns,
-            observability=observability,
-            reward_mode=reward_mode,
-            reward_weights=reward_weights,
-            split=split,
-            max_action_chars=max_action_chars,
-            max_observation_chars=max_observation_chars,
-            render_mode=render_mode,
-        )
-        if not isinstance(executor, (str, Executor)):
-            raise TypeError(f"executor: expected a backend name or an Executor, got {type(executor).__name__}")
-        limits = SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb) if isinstance(executor, str) else None
+    def __init__(self, config: CodingConfig | None = None, **kwargs: Any) -> None:
+        config = CodingConfig.from_arguments(config, **kwargs)
+        tasks = load_coding_tasks(config.task.dataset)
+        super().__init__(coding_team(config.team.num_agents), tasks, config, config.task.split)
+        sandbox = config.sandbox
+        if isinstance(sandbox.executor, str):
+            limits = SandboxLimits(timeout_s=sandbox.timeout_s, memory_mb=sandbox.memory_mb)
+        else:
+            limits = None
+            # An executor object may hold engine connections and threads: such an env cannot go to a worker process.
+            self.metadata = {**type(self).metadata, "is_parallelizable": False}
         # One executor and one verdict cache per backend + limits (or per executor object) for the whole process:
         # the G envs of a group stepping the same joint action cost one sandbox run, not G.
-        self.executor: Executor = shared_executor(executor, limits, cache=cache_verdicts)
-        self.similarity = make_similarity(similarity)
+        self.executor: Executor = shared_executor(sandbox.executor, limits, cache=sandbox.cache_verdicts)
+        self.similarity = make_similarity(config.reward.similarity)
+        self.magrpo_harness = config.task.magrpo_harness
         self._preambles: dict[str, str] = {}
 
     def reset(
@@ -259,6 +233,11 @@ class CodingEnv(CollaborativeTextEnv):
             if task["reference_solution"]:
                 batch.add(task["reference_solution"], tester_asserts)
             batch.add(assemble_program(preamble, "", null_program(entry_point)).program, tester_asserts)
+        official_key = None
+        if self.reward_mode == "magrpo" and self.magrpo_harness == "official":
+            # The official code's own program and tests, only for MAGRPO's reward (see config.CodingTaskConfig).
+            program = official_program(helper_code, main_code, task["prompt"], entry_point)
+            official_key = batch.add(program, task["official_tests"])
         reports = batch.run(self.executor)
 
         team_report = reports.get(team_key)
@@ -330,7 +309,7 @@ class CodingEnv(CollaborativeTextEnv):
             consistency=consistency,
             quality_terms=terms,
             feedback=feedback,
-            magrpo_reward=self._magrpo(helper_code, main_code, team_report),
+            magrpo_reward=self._magrpo(helper_code, main_code, team_report, reports.get(official_key)),
             contributions=contributions,
             details=details,
             private=private,
@@ -424,13 +403,19 @@ class CodingEnv(CollaborativeTextEnv):
             feedback[role] = "\n".join(lines)
         return feedback
 
-    def _magrpo(self, helper_code: str, main_code: str, team_report: TestReport | None) -> float | None:
+    def _magrpo(
+        self, helper_code: str, main_code: str, team_report: TestReport | None, official: TestReport | None
+    ) -> float | None:
         if self.reward_mode != "magrpo":
             return None
         from llm_marl_envs.envs.coding.magrpo_reward import magrpo_code_reward
 
-        pass_fraction = team_report.pass_rate if team_report else None
-        return magrpo_code_reward(helper_code, main_code, self.task["entry_point"], pass_fraction).total
+        if self.magrpo_harness == "official":
+            # No tests (HumanEval/32 under the official assembly) means no test result, as in the original.
+            fraction = official_pass_fraction([o.status for o in official.outcomes]) if official else None
+        else:
+            fraction = team_report.pass_rate if team_report else None
+        return magrpo_code_reward(helper_code, main_code, self.task["entry_point"], fraction).total
 
 
 class _JobBatch:

@@ -40,7 +40,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llm_marl_envs.envs.magrpo_episode import OFFICIAL_DATA_SLICES, official_split
+from llm_marl_envs.core.magrpo_episode import OFFICIAL_DATA_SLICES, official_split
 from llm_marl_envs.sandbox.splitting import split_tests
 from llm_marl_envs.sandbox.types import STATUSES
 

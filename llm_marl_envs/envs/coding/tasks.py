@@ -43,6 +43,7 @@ from llm_marl_envs.core.tasks import (
     record_split,
     require_fields,
 )
+from llm_marl_envs.envs.coding.magrpo_tests import official_tests
 from llm_marl_envs.sandbox import split_tests
 
 VISIBLE_TEST_FRACTION = 1 / 3
@@ -80,6 +81,8 @@ def coding_task(record: Mapping[str, Any], where: str) -> Task:
         "tests": tests,
         "visible_tests": visible,
         "held_out_tests": held_out,
+        # MAGRPO's official assembly (magrpo_harness="official") needs the raw check source, kept only here.
+        "official_tests": official_tests(record),
         "reference_solution": prompt + solution if solution else None,
         "helper_hint": record.get("helper_hint"),
     }

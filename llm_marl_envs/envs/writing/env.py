@@ -114,11 +114,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from llm_marl_envs.core.base_env import Assessment, CollaborativeTextEnv
-from llm_marl_envs.core.rewards import RewardWeights
 from llm_marl_envs.core.similarity import duplication_rate, make_similarity, mean_off_diagonal
-from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
 from llm_marl_envs.core.tasks import TaskSource
 from llm_marl_envs.envs.writing import prompts
+from llm_marl_envs.envs.writing.config import WritingConfig
 from llm_marl_envs.envs.writing.contribution import (
     REDUNDANCY_CAPS,
     ROLE_SHARE_SLACK,
@@ -168,44 +167,22 @@ class WritingEnv(CollaborativeTextEnv):
         "render_modes": ["human", "ansi"],
         "is_parallelizable": True,
     }
+    MAGRPO_APP: ClassVar[str] = "writing"
     SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
 
-    def __init__(
-        self,
-        num_agents: int = 2,
-        *,
-        style: str = "tldr",
-        dataset: str = "news",
-        split: str = "train",
-        max_turns: int = 3,
-        observability: str = "local",
-        reward_mode: str = "joint",
-        reward_weights: RewardWeights | dict | None = None,
-        similarity: str = "auto",
-        max_action_chars: int = DEFAULT_ACTION_CHARS,
-        max_observation_chars: int = DEFAULT_OBSERVATION_CHARS,
-        render_mode: str | None = None,
-    ) -> None:
-        roles = writing_team(style, num_agents)
-        if reward_mode == "magrpo" and num_agents != 2:
+    def __init__(self, config: WritingConfig | None = None, **kwargs: Any) -> None:
+        config = WritingConfig.from_arguments(config, **kwargs)
+        roles = writing_team(config.task.style, config.team.num_agents)
+        super().__init__(roles, load_writing_tasks(config.task.dataset), config, config.task.split)
+        if self.reward_mode == "magrpo" and self.max_turns != 1 and self.magrpo_episode.reward_shift >= 0:
+            # The official writing app plays one turn; with its shift of 0 every extra turn would add reward.
             raise ValueError(
-                f"reward_mode='magrpo' scores MAGRPO's two-agent pair: expected num_agents=2, got {num_agents}"
+                f"reward_mode='magrpo': the writing app plays 1 turn (got max_turns={self.max_turns}); more turns "
+                "need an explicit magrpo_episode with a negative reward_shift (not the official setting)"
             )
-        super().__init__(
-            roles,
-            load_writing_tasks(dataset),
-            max_turns=max_turns,
-            observability=observability,
-            reward_mode=reward_mode,
-            reward_weights=reward_weights,
-            split=split,
-            max_action_chars=max_action_chars,
-            max_observation_chars=max_observation_chars,
-            render_mode=render_mode,
-        )
-        self.style = style
-        self.similarity = make_similarity(similarity)
+        self.style = config.task.style
+        self.similarity = make_similarity(config.reward.similarity)
         self._sources: dict[str, _SourceStats] = {}
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:

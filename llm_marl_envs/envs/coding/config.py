@@ -1,0 +1,74 @@
+"""The coding env's config: the common groups plus its task and sandbox groups (see
+:mod:`llm_marl_envs.core.config`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llm_marl_envs.core.config import EnvConfig, check_choice, check_positive
+from llm_marl_envs.core.tasks import SPLITS
+from llm_marl_envs.sandbox import BACKENDS, Executor
+
+MAGRPO_HARNESSES: tuple[str, ...] = ("strict", "official")
+
+
+@dataclass(frozen=True)
+class CodingTaskConfig:
+    """Which problems, and how MAGRPO mode assembles their tests."""
+
+    dataset: str = "humaneval"
+    """``"humaneval"`` (164, offline), ``"decomposable"`` (66, offline), ``"mbpp"``/``"coophumaneval"`` (hub), or a
+    ``.jsonl`` path in HumanEval's schema."""
+    split: str = "train"
+    """The split ``reset()`` draws from unless ``options={"split": ...}`` says otherwise."""
+    magrpo_harness: str = "strict"
+    """MAGRPO mode's test run: ``"strict"`` (the env's program and held-out + visible asserts) or ``"official"``
+    (the official code's program extraction and HumanEval test assembly, for comparison with published figures:
+    the canonical solutions' mean pass rate is 0.899 there, 1.000 under ``"strict"``)."""
+
+    def __post_init__(self) -> None:
+        check_choice("split", self.split, SPLITS)
+        check_choice("magrpo_harness", self.magrpo_harness, MAGRPO_HARNESSES)
+        if not isinstance(self.dataset, str):
+            raise TypeError(f"dataset: expected str, got {type(self.dataset).__name__}")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Where and how the team's programs run."""
+
+    executor: str | Executor = "auto"
+    """``"auto"`` (Docker when an engine and the image answer, else local), ``"docker"``, ``"local"``, or an
+    :class:`~llm_marl_envs.sandbox.Executor` instance (then the limits below are the executor's own)."""
+    timeout_s: float = 3.0
+    """Wall-clock limit of each test."""
+    memory_mb: int = 256
+    """Memory limit of the program."""
+    cache_verdicts: bool = True
+    """Share one verdict cache per executor across the process (identical runs cost one sandbox run)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.executor, str):
+            check_choice("executor", self.executor, BACKENDS)
+        elif not isinstance(self.executor, Executor):
+            raise TypeError(f"executor: expected a backend name or an Executor, got {type(self.executor).__name__}")
+        check_positive("timeout_s", self.timeout_s)
+        check_positive("memory_mb", self.memory_mb)
+        if not isinstance(self.cache_verdicts, bool):
+            raise TypeError(f"cache_verdicts: expected bool, got {type(self.cache_verdicts).__name__}")
+
+
+@dataclass(frozen=True)
+class CodingConfig(EnvConfig):
+    """Everything a coding env is built from."""
+
+    task: CodingTaskConfig = field(default_factory=CodingTaskConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.reward.reward_mode == "magrpo" and self.team.num_agents != 2:
+            raise ValueError(
+                "reward_mode='magrpo' scores MAGRPO's aux/main pair: expected num_agents=2, "
+                f"got {self.team.num_agents}"
+            )
