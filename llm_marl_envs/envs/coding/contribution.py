@@ -5,32 +5,39 @@ reward* (Wolpert & Tumer 2002, "Optimal payoff functions for members of collecti
 COMA, Foerster et al. 2018): an agent's contribution is the part of the team's success that disappears when its
 part is swapped for a neutral stub, everything else held fixed.
 
-``aux`` (helper author). Its whole draft is replaced by each of two neutral stubs with the helper's own signature:
-``return None`` and ``return <first argument>`` (identity); a draft that defines no ``aux`` is replaced by nothing.
-A held-out test *depends on aux* when it passes with the team's program and fails under **every** stub (the
-counterfactual is the best neutral replacement, so an identity helper that a wrapper merely threads a value through
-earns nothing). aux is *load-bearing* when at least one held-out test depends on it, and its contribution is then the
-team's held-out pass rate (else 0): consistency is weighted by the pass rate, and the per-test count, which depends
-on accidents of the tests (a ``None`` helper still "passes" every test whose answer is ``0`` or ``False``), is only
-reported (``infos[...]["details"]["dependent_tests"]``). What this rules out, by construction:
+``aux`` (helper author). Its whole draft is replaced by each of two neutral stubs with the helper's own signature
+and docstring: ``return None`` and ``return <first argument>`` (identity); a draft that defines no ``aux`` is replaced
+by nothing. aux is *load-bearing* when **no** stub can stand in for it: each stub loses at least one test (visible or
+held-out) that the team's program passes. (Asking one test to fail under every stub would miss true/false helpers: a
+``None`` stub passes the tests expecting ``False`` and an identity stub, returning a truthy argument, those expecting
+``True``. All tests decide this, because more tests tell a real helper from a stub more often; only held-out tests
+are paid.) What this rules out, by construction:
 
 * duplicated programs and helpers pasted into main: main's own definitions shadow aux's (the program is aux's code
   then main's), the stubs change nothing, contribution 0;
 * dead calls (``if False: aux()``) and discarded calls (``aux(x)`` as a statement, result unused): a ``None`` stub
   changes no outcome, contribution 0;
-* a trivial helper (identity, or a constant the identity stub reproduces): contribution 0.
+* a trivial helper (identity, or a constant the identity stub reproduces): contribution 0;
+* a main that only checks that aux has a docstring: the stubs keep it.
 
-If a test depends on aux, aux's code was executed during that test (or its definition was inspected): outcomes can
-only change through the name ``aux`` or other names aux's draft defines. So "the helper actually ran" needs no
-separate call counter in the sandbox. A known gap, documented: a main that *inspects* aux (``aux.__code__``) rather
-than calling it would also count; the stubs keep aux's signature to make that harder.
+If a stub changes an outcome, aux's code was executed during that test (or its definition was inspected): outcomes
+can only change through the name ``aux`` or other names aux's draft defines. So "the helper actually ran" needs no
+separate call counter in the sandbox.
 
 ``main`` (entry-point author). Its draft is replaced by nothing (the entry point then exists only if aux's draft
 defines it too, as when both submit the same full program) and by a pass-through ``def entry(*a, **k): return
-aux(*a, **k)`` (a main that only wraps aux adds nothing). Load-bearing and contribution as for aux.
+aux(*a, **k)`` (a main that only wraps aux adds nothing). Load-bearing as for aux.
 
-A team where one agent does all the work thus gets half the consistency of a team where both parts carry weight
-(consistency is the mean of the contributions), at the same quality.
+**Share of the work.** A dependency can be manufactured at no cost: aux boxes a value (``return [x]``) that main
+unboxes, or answers a password main checks, or aux computes the whole answer in a box main merely opens. So a
+load-bearing part earns ``pass rate × min(1, share / 0.25)``, where ``share`` is its fraction of the two parts'
+statements and expressions (docstrings aside): a part that holds a quarter of the code or more earns the held-out
+pass rate, a one-line box or password about half or less. Honest splits of the decomposable set hold 19–78 % in aux.
+
+A team where one agent does all the work gets at most half the consistency of a team where both parts carry weight
+(consistency is the mean of the contributions), at the same quality. **Known gaps**, which the integrity suite
+measures (they lose to honest work there, by less than the blunt cases): a helper padded with code that does
+nothing, to inflate its share; a main that inspects aux's code object rather than calling it.
 
 ``tester`` (3+ agents). Its asserts do not change the program, so its counterfactual is the information the team
 would lack without them: an assert counts when it is *valid* (passes on the task's reference solution),

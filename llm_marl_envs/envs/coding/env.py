@@ -221,12 +221,15 @@ class CodingEnv(CollaborativeTextEnv):
         # counterfactual programs on the held-out tests, the tester's asserts on the team, the reference and a null
         # program. Identical jobs (unchanged drafts, the G samples of a group) come from the verdict cache.
         batch = _JobBatch()
-        team_key = batch.add(parts.program, [*visible, *held_out]) if runnable else None
+        all_tests = [*visible, *held_out]
+        team_key = batch.add(parts.program, all_tests) if runnable else None
         counterfactuals = []
         if runnable and not solo:
             counterfactuals = counterfactual_programs(preamble, helper_code, main_code, entry_point, HELPER_NAME)
             for cf in counterfactuals:
-                batch.add(cf.program, held_out)
+                # All tests decide who is load-bearing (more tests tell a real helper from a stub more often);
+                # only the held-out ones are paid.
+                batch.add(cf.program, all_tests)
         if tester_asserts:
             if runnable:
                 batch.add(parts.program, tester_asserts)
@@ -253,10 +256,11 @@ class CodingEnv(CollaborativeTextEnv):
         dependent: dict[str, int] = {}
         if not solo:
             for agent in (HELPER_NAME, "main"):
-                runs = [reports[(cf.program, tuple(held_out))] for cf in counterfactuals if cf.agent == agent]
+                runs = [reports[(cf.program, tuple(all_tests))] for cf in counterfactuals if cf.agent == agent]
                 runs_passed = [[o.passed for o in report.outcomes] for report in runs]
-                dependent[agent] = dependent_tests(held_out_passed, runs_passed) if runs else 0
-                if runs and load_bearing(held_out_passed, runs_passed):
+                team_passed = [o.passed for o in team_report.outcomes] if team_report else []
+                dependent[agent] = dependent_tests(team_passed, runs_passed) if runs else 0
+                if runs and load_bearing(team_passed, runs_passed):
                     own, other = (helper_code, main_code) if agent == HELPER_NAME else (main_code, helper_code)
                     contributions[agent] = pass_rate * share_factor(own, other)
                 else:
@@ -299,7 +303,7 @@ class CodingEnv(CollaborativeTextEnv):
             "program_syntax_error": program_error,
             "team_report": _report_dict(team_report),
             "counterfactuals": [
-                {"agent": cf.agent, "kind": cf.kind, "report": _report_dict(reports[(cf.program, tuple(held_out))])}
+                {"agent": cf.agent, "kind": cf.kind, "report": _report_dict(reports[(cf.program, tuple(all_tests))])}
                 for cf in counterfactuals
             ],
             "tester_on_team": _report_dict(tester_report),
