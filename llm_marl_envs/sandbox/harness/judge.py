@@ -59,8 +59,14 @@ class Judge:
         return self.program.call(name, args, kwargs, self.deadline)
 
     def on_alarm(self, signum, frame):
-        """SIGALRM: the test's own code (not only the program) ran past its deadline."""
+        """SIGALRM: the test's own code (not only the program) ran past its deadline. Raises at most once per arming.
+
+        The wait for the program's reply enforces the same deadline and may raise ``TestTimeout`` a moment before the
+        alarm arrives (a program flooding its output keeps that wait busy). Python runs this handler between any two
+        bytecodes, so :meth:`run_test` keeps every handler of the test's exceptions outside the armed region.
+        """
         if self.armed:
+            self.armed = False
             raise TestTimeout()
 
     def emit(self, index, status, message):
@@ -142,12 +148,18 @@ class Judge:
         for name in free_names(tree):
             if name not in _BUILTIN_NAMES or name == self.job.get("entry_point"):
                 namespace[name] = Remote(name, self)
+        # The alarm may land at any bytecode until the inner ``finally`` has disarmed it, including while a
+        # TestTimeout from the wait for the program (same deadline) is already on its way out. It can therefore only
+        # raise inside the inner block, and every handler below runs after it is disarmed: no TestTimeout can escape
+        # the judge (which would then exit without its end frame, turning a timeout into "the harness stopped early").
         try:
-            self.armed = True
-            signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0.001))
-            exec(code, namespace)
-            self.armed = False
-            return "passed", ""
+            try:
+                self.armed = True
+                signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0.001))
+                exec(code, namespace)
+            finally:
+                self.armed = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
         except TestTimeout:
             return "timeout", "the test ran past its {}s limit".format(self.job["timeout_s"])
         except AssertionError as exc:
@@ -156,9 +168,7 @@ class Judge:
             return "error", str(exc)
         except BaseException as exc:
             return "error", f"{type(exc).__name__}: {str(exc)[:300]}"
-        finally:
-            self.armed = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        return "passed", ""
 
 
 def judge_main(job, report_fd):
