@@ -1,9 +1,11 @@
 """The five collaboration baselines (the control groups of the seeds' studies and of MAGRPO), one registry.
 
-Every baseline is an env configuration plus a prompting schedule, run through the PettingZoo ParallelEnv API only
-(``reset``/``step``/``agents``/observations/infos). Each agent's request holds its own observation framed by the
-baseline's prompts (:mod:`baselines.prompts`) — decentralized execution — except that the sequential pipeline, by
-definition, shows agent *k* the outputs of agents ``< k``.
+A baseline is an env configuration plus a :class:`~llm_marl_envs.rollout.Schedule` (who acts when within a turn,
+what each agent's chat says, how an action is post-processed); the episodes themselves are played by the one rollout
+runner, :func:`llm_marl_envs.rollout.run_episodes`. Each agent's chat is the env's own (``env.chat_messages``: the
+env's system prompt and the agent's observation) with the baseline's rule block appended
+(:mod:`llm_marl_envs.core.prompts`) — decentralized execution — except that the sequential pipeline, by definition,
+shows agent *k* the outputs of agents ``< k``.
 
 =======================  ==========  =============  ===========================================================
 baseline                 max_turns   observability  schedule
@@ -18,6 +20,12 @@ baseline                 max_turns   observability  schedule
 :func:`run_episodes` runs several episodes in lockstep, so one policy call serves every live agent of every episode
 (batched generation across agents and episodes). Its optional ``on_turn(episode_index, turn)`` and
 ``on_episode(result)`` callbacks report progress as it goes (``llm-marl demo`` draws its progress bar with them).
+To drive the runner yourself (a study, a trainer), take a baseline's ``schedule`` and ``env_kwargs``::
+
+    spec = get_baseline("sequential_pipeline")
+    envs = [make_env("writing", **spec.env_kwargs(num_agents=3)) for _ in range(4)]
+    trajectories = rollout.run_episodes(envs, policy.as_rollout_policy(settings), seeds=range(4),
+                                        schedule=spec.schedule)
 """
 
 from __future__ import annotations
@@ -25,17 +33,149 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from baselines import prompts
-from baselines.policies.base import ActionRequest, GenerationSettings, Policy
+from baselines.policies.base import GenerationSettings, Policy
+from llm_marl_envs import rollout
+from llm_marl_envs.core.prompts import frame_observation, sequential_observation
+from llm_marl_envs.registry import make_env
+from llm_marl_envs.rollout import EnvSchedule, Schedule, Trajectory
 
-ENVS: dict[str, str] = {"writing": "writing_v0", "coding": "coding_v0"}
 _DONE = re.compile(r"<done\s*/?>", re.IGNORECASE)  # as lenient as the env's protocol parser
 _MESSAGE = re.compile(r"<message\b[^>]*>.*?</message>", re.IGNORECASE | re.DOTALL)
 
 
+def draft_part(action: str) -> str:
+    """An action without its ``<message>`` and ``<done/>`` parts (what an earlier pipeline agent wrote)."""
+    return _DONE.sub("", _MESSAGE.sub("", action)).strip()
+
+
+def _reframed(env: Any, agent: str, frame: Callable[[str], str]) -> list[dict[str, str]]:
+    """The env's chat for ``agent`` with its observation (the user message) passed through ``frame``."""
+    observation = env.chat_messages(agent)[-1]["content"]
+    return env.chat_messages(agent, frame(observation))
+
+
+# ------------------------------------------------------------------------------------------------------- schedules
+@dataclass(frozen=True)
+class RuleSchedule:
+    """Every live agent acts at once, on its own observation with one fixed rule block appended
+    (single agent, naive concatenation, prompt collaboration)."""
+
+    rule: str
+    """The key of the rule block in :data:`llm_marl_envs.core.prompts.BASELINE_RULES`."""
+
+    def groups(self, env: Any, agents: Sequence[str], turn: int) -> list[list[str]]:
+        """One group: all live agents (one batched policy call)."""
+        return [list(agents)]
+
+    def messages(self, env: Any, agent: str, turn: int, earlier: Mapping[str, str]) -> list[dict[str, str]]:
+        """The env's chat, the observation followed by the rule block."""
+        return _reframed(env, agent, lambda observation: frame_observation(observation, self.rule))
+
+    def finish(self, env: Any, action: str, turn: int) -> str:
+        """The action as generated."""
+        return action
+
+
+@dataclass(frozen=True)
+class SequentialSchedule:
+    """Agents act one after another within the turn (one policy call per agent position, batched across episodes);
+    agent *k*'s chat adds the drafts of agents ``< k`` — never their private messages."""
+
+    def groups(self, env: Any, agents: Sequence[str], turn: int) -> list[list[str]]:
+        """One group per agent, in the env's agent order."""
+        return [[agent] for agent in agents]
+
+    def messages(self, env: Any, agent: str, turn: int, earlier: Mapping[str, str]) -> list[dict[str, str]]:
+        """The env's chat, the observation followed by the earlier agents' drafts and the pipeline rule."""
+        drafts = {teammate: draft_part(action) for teammate, action in earlier.items()}
+        return _reframed(env, agent, lambda observation: sequential_observation(observation, drafts))
+
+    def finish(self, env: Any, action: str, turn: int) -> str:
+        """The action as generated."""
+        return action
+
+
+@dataclass(frozen=True)
+class DiscussionSchedule:
+    """Two rounds, every agent at once: a draft, then — with the teammates' drafts in view (team observability) — the
+    final version. The schedule, not the model, decides when an agent is done."""
+
+    def groups(self, env: Any, agents: Sequence[str], turn: int) -> list[list[str]]:
+        """One group: all live agents."""
+        return [list(agents)]
+
+    def messages(self, env: Any, agent: str, turn: int, earlier: Mapping[str, str]) -> list[dict[str, str]]:
+        """The env's chat with the draft rule before the last turn and the revise rule at it."""
+        rule = "discussion_draft" if turn < env.max_turns else "discussion_revise"
+        return _reframed(env, agent, lambda observation: frame_observation(observation, rule))
+
+    def finish(self, env: Any, action: str, turn: int) -> str:
+        """Round 1 is a draft whatever the model says (``<done/>`` removed); the last round always ends the agent's
+        part (``<done/>`` added when missing)."""
+        if turn < env.max_turns:
+            return _DONE.sub("", action).strip()
+        return action if _DONE.search(action) else f"{action}\n<done/>"
+
+
+# -------------------------------------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class Baseline:
+    """A collaboration baseline: how the env is configured (:meth:`env_kwargs`) and how agents are prompted within a
+    turn (:attr:`schedule`, for :func:`llm_marl_envs.rollout.run_episodes`)."""
+
+    name: str
+    description: str
+    max_turns: int
+    observability: str
+    schedule: Schedule
+    single_agent: bool = False
+    turns_adjustable: bool = False
+    """Whether ``max_turns`` may change the number of turns (only open-ended dialogues; the others are fixed)."""
+
+    def env_kwargs(self, num_agents: int, max_turns: int | None = None) -> dict[str, Any]:
+        """The env arguments this baseline runs with (``max_turns`` applies only when ``turns_adjustable``)."""
+        turns = max_turns if self.turns_adjustable and max_turns is not None else self.max_turns
+        return {
+            "num_agents": 1 if self.single_agent else num_agents,
+            "max_turns": turns,
+            "observability": self.observability,
+        }
+
+
+BASELINES: dict[str, Baseline] = {
+    baseline.name: baseline
+    for baseline in (
+        Baseline("single_agent", "one agent does the whole task alone", 1, "local",
+                 RuleSchedule("single_agent"), single_agent=True),
+        Baseline("naive_concatenation", "agents write their parts independently; parts are concatenated", 1,
+                 "local", RuleSchedule("naive_concatenation")),
+        Baseline("sequential_pipeline", "each agent sees the previous agents' outputs", 1, "local",
+                 SequentialSchedule()),
+        Baseline("one_round_discussion", "draft, see teammates' drafts once, revise", 2, "team",
+                 DiscussionSchedule()),
+        Baseline("prompt_collaboration", "multi-turn dialogue under fixed rules, no learning", 3, "team",
+                 RuleSchedule("prompt_collaboration"), turns_adjustable=True),
+    )
+}
+
+PLAIN = Baseline("plain", "each agent acts on its raw observation (the env's own prompt), no extra framing", 2,
+                 "local", EnvSchedule(), turns_adjustable=True)
+"""Not a baseline of the study: the minimal local-model loop ``llm-marl demo`` runs without ``--baseline``."""
+
+
+def get_baseline(name: str) -> Baseline:
+    """The baseline called ``name`` (``"plain"`` included), or a ValueError listing the names."""
+    if name == PLAIN.name:
+        return PLAIN
+    if name not in BASELINES:
+        raise ValueError(f"baseline: expected one of {tuple(BASELINES)}, got {name!r}")
+    return BASELINES[name]
+
+
+# --------------------------------------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class EpisodeResult:
     """What one baseline episode produced (JSON-friendly through :meth:`to_dict`)."""
@@ -58,119 +198,42 @@ class EpisodeResult:
     """The final drafts (from ``env.state()``, for reports only; no agent acted on it)."""
     wall_s: float
     """Seconds from reset to the episode's last step (episodes run in lockstep share their batch's time)."""
+    trajectory: Trajectory | None = field(default=None, repr=False, compare=False)
+    """The runner's full record (every chat, action, reward and the policy's generation records); not in
+    :meth:`to_dict`."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain dict (tuples become lists when dumped as JSON)."""
-        return asdict(self)
+        """The episode's figures as a plain dict (tuples become lists when dumped as JSON); the trajectory, with every
+        prompt, is left out."""
+        data = asdict(replace(self, trajectory=None))  # asdict deep-copies; the trajectory is dropped first, unwalked
+        del data["trajectory"]
+        return data
+
+    @classmethod
+    def from_trajectory(cls, baseline: str, env: str, trajectory: Trajectory, wall_s: float) -> EpisodeResult:
+        """The result of ``trajectory``, an episode of ``baseline`` on ``env``."""
+        components = dict(trajectory.final_info.get("reward_components", {}))
+        consistency = components.get("consistency")
+        return cls(
+            baseline=baseline,
+            env=env,
+            task_id=trajectory.task_id,
+            seed=trajectory.seed,
+            agents=trajectory.agents,
+            episode_return=trajectory.team_return,
+            turns=trajectory.turns,
+            end_reason=trajectory.end_reason,
+            quality=float(components.get("quality", 0.0)),
+            consistency=None if consistency is None else float(consistency),
+            reward_components=components,
+            actions={agent: tuple(s.action for s in trajectory.agent_steps(agent)) for agent in trajectory.agents},
+            drafts=dict(trajectory.final_drafts),
+            wall_s=wall_s,
+            trajectory=trajectory,
+        )
 
 
-@dataclass(frozen=True)
-class Baseline:
-    """A collaboration baseline: how the env is configured and how each agent's request is framed per turn."""
-
-    name: str
-    description: str
-    max_turns: int
-    observability: str
-    rules: Callable[[int, int], str]
-    """(turn, max_turns) → the rule key in :data:`baselines.prompts.BASELINE_RULES` for that turn (1-based);
-    an empty key adds no framing."""
-    single_agent: bool = False
-    sequential: bool = False
-    turns_adjustable: bool = False
-    """Whether ``max_turns`` may change the number of turns (only open-ended dialogues; the others are fixed)."""
-    finish: Callable[[str, int, int], str] = field(default=lambda action, turn, max_turns: action)
-    """Post-processing of an action at (turn, max_turns): the discussion fixes its two-round schedule here."""
-
-    def env_kwargs(self, num_agents: int, max_turns: int | None = None) -> dict[str, Any]:
-        """The env arguments this baseline runs with (``max_turns`` applies only when ``turns_adjustable``)."""
-        turns = max_turns if self.turns_adjustable and max_turns is not None else self.max_turns
-        return {
-            "num_agents": 1 if self.single_agent else num_agents,
-            "max_turns": turns,
-            "observability": self.observability,
-        }
-
-
-def _discussion_finish(action: str, turn: int, max_turns: int) -> str:
-    # Round 1 is a draft whatever the model says; round 2 always ends the agent's part.
-    if turn < max_turns:
-        return _DONE.sub("", action).strip()
-    return action if _DONE.search(action) else f"{action}\n<done/>"
-
-
-BASELINES: dict[str, Baseline] = {
-    baseline.name: baseline
-    for baseline in (
-        Baseline("single_agent", "one agent does the whole task alone", 1, "local",
-                 rules=lambda turn, max_turns: "single_agent", single_agent=True),
-        Baseline("naive_concatenation", "agents write their parts independently; parts are concatenated", 1,
-                 "local", rules=lambda turn, max_turns: "naive_concatenation"),
-        Baseline("sequential_pipeline", "each agent sees the previous agents' outputs", 1, "local",
-                 rules=lambda turn, max_turns: "sequential_pipeline", sequential=True),
-        Baseline("one_round_discussion", "draft, see teammates' drafts once, revise", 2, "team",
-                 rules=lambda turn, max_turns: "discussion_draft" if turn < max_turns else "discussion_revise",
-                 finish=_discussion_finish),
-        Baseline("prompt_collaboration", "multi-turn dialogue under fixed rules, no learning", 3, "team",
-                 rules=lambda turn, max_turns: "prompt_collaboration", turns_adjustable=True),
-    )
-}
-
-PLAIN = Baseline("plain", "each agent acts on its raw observation (the env's own prompt), no extra framing", 2,
-                 "local", rules=lambda turn, max_turns: "", turns_adjustable=True)
-"""Not a baseline of the study: the minimal local-model loop ``llm-marl demo`` runs without ``--baseline``."""
-
-
-def make_env(env: str, **kwargs: Any) -> Any:
-    """Create ``writing_v0``/``coding_v0`` (``env`` = ``"writing"`` or ``"coding"``) as a ParallelEnv."""
-    if env not in ENVS:
-        raise ValueError(f"env: expected one of {tuple(ENVS)}, got {env!r}")
-    import importlib
-
-    return importlib.import_module(f"llm_marl_envs.{ENVS[env]}").parallel_env(**kwargs)
-
-
-def get_baseline(name: str) -> Baseline:
-    """The baseline called ``name`` (``"plain"`` included), or a ValueError listing the names."""
-    if name == PLAIN.name:
-        return PLAIN
-    if name not in BASELINES:
-        raise ValueError(f"baseline: expected one of {tuple(BASELINES)}, got {name!r}")
-    return BASELINES[name]
-
-
-def draft_part(action: str) -> str:
-    """An action without its ``<message>`` and ``<done/>`` parts (what an earlier pipeline agent wrote)."""
-    return _DONE.sub("", _MESSAGE.sub("", action)).strip()
-
-
-class _Episode:
-    """One env in a lockstep batch, with what the runner must remember about it."""
-
-    def __init__(self, env: Any, seed: int | None, options: dict[str, Any]) -> None:
-        self.env = env
-        self.seed = seed
-        self.observations, infos = env.reset(seed=seed, options=options)
-        self.task_id = str(next(iter(infos.values()))["task_id"])
-        self.agents = tuple(env.agents)
-        self.actions: dict[str, list[str]] = {agent: [] for agent in self.agents}
-        self.turn = 0
-        self.episode_return = 0.0
-        self.last_info: dict[str, Any] = {}
-        self.start = time.perf_counter()
-        self.end = self.start
-        self.result: EpisodeResult | None = None
-
-    def step(self, actions: dict[str, str]) -> None:
-        for agent, action in actions.items():
-            self.actions[agent].append(action)
-        self.observations, rewards, _, _, infos = self.env.step(actions)
-        self.turn += 1
-        self.episode_return += float(next(iter(rewards.values())))  # joint reward: the same for every agent
-        self.last_info = next(iter(infos.values()))
-        self.end = time.perf_counter()
-
-
+# ----------------------------------------------------------------------------------------------------- the driver
 def run_episodes(
     baseline: str | Baseline,
     env: str,
@@ -185,13 +248,17 @@ def run_episodes(
     env_kwargs: Mapping[str, Any] | None = None,
     on_turn: Callable[[int, int], None] | None = None,
     on_episode: Callable[[EpisodeResult], None] | None = None,
+    records: bool = True,
 ) -> list[EpisodeResult]:
-    """Run one episode per seed of ``baseline`` on ``env`` (``"writing"``/``"coding"``), all in lockstep.
+    """Run one episode per seed of ``baseline`` on ``env`` (a name in :data:`llm_marl_envs.registry.ENV_NAMES`),
+    all in lockstep through :func:`llm_marl_envs.rollout.run_episodes`.
 
     ``max_turns`` changes only the multi-turn dialogue baseline (the others have fixed schedules);
     ``env_kwargs`` go to the env constructor (e.g. ``style``, ``dataset``, ``executor``).
     ``on_turn(episode_index, turn)`` is called after each step of each episode (``episode_index`` in ``seeds``
     order, ``turn`` 1-based); ``on_episode(result)`` once per episode, as soon as it ends.
+    ``records=True`` keeps the policy's generation records (token ids, log-probabilities) in each result's
+    ``trajectory``; ``False`` asks for texts only, which spares a local model the logits they cost.
     """
     spec = get_baseline(baseline) if isinstance(baseline, str) else baseline
     if not isinstance(policy, Policy):
@@ -200,91 +267,32 @@ def run_episodes(
     options: dict[str, Any] = {"split": split}
     if task_id is not None:
         options["task_id"] = task_id
-    episodes = [_Episode(make_env(env, **config), seed, dict(options)) for seed in seeds]
-    index = {id(episode): i for i, episode in enumerate(episodes)}
+    seeds = list(seeds)
+    envs = [make_env(env, **config) for _ in seeds]
+    start = time.perf_counter()
+    last_step = [start] * len(envs)
+    results: dict[int, EpisodeResult] = {}
 
-    def finish(episode: _Episode) -> None:
-        # Built (and the env closed) as soon as the episode ends, so on_episode sees it without waiting for the
-        # slowest episode of the batch.
-        episode.result = _result(spec, env, episode)
+    def turn_done(index: int, turn: int) -> None:
+        last_step[index] = time.perf_counter()
+        if on_turn is not None:
+            on_turn(index, turn)
+
+    def episode_done(trajectory: Trajectory) -> None:
+        # Built as soon as the episode ends, so on_episode sees it without waiting for the slowest episode.
+        index = trajectory.env_index
+        results[index] = EpisodeResult.from_trajectory(spec.name, env, trajectory, last_step[index] - start)
         if on_episode is not None:
-            on_episode(episode.result)
+            on_episode(results[index])
 
-    while True:
-        live = [episode for episode in episodes if episode.env.agents]
-        if not live:
-            break
-        if spec.sequential:
-            joint = _act_sequentially(spec, env, policy, settings, live)
-        else:
-            joint = _act_in_parallel(spec, env, policy, settings, live)
-        for episode, actions in zip(live, joint, strict=True):
-            episode.step(actions)
-            if on_turn is not None:
-                on_turn(index[id(episode)], episode.turn)
-            if not episode.env.agents:
-                finish(episode)
-    for episode in episodes:
-        if episode.result is None:  # an env with no agent at reset never stepped
-            finish(episode)
-    return [episode.result for episode in episodes if episode.result is not None]
-
-
-def _request(spec: Baseline, task: str, episode: _Episode, agent: str, earlier: Mapping[str, str] | None = None
-             ) -> ActionRequest:
-    observation = episode.observations[agent]
-    rule = spec.rules(episode.turn + 1, episode.env.max_turns)
-    if spec.sequential:
-        text = prompts.sequential_observation(observation, earlier or {})
-    elif rule:
-        text = prompts.frame_observation(observation, rule)
-    else:
-        text = observation  # the plain loop: the env's own prompt, nothing added
-    return ActionRequest(agent=agent, observation=text, system=prompts.system_prompt(task, agent))
-
-
-def _act_in_parallel(spec: Baseline, task: str, policy: Policy, settings: GenerationSettings,
-                     live: list[_Episode]) -> list[dict[str, str]]:
-    keys = [(episode, agent) for episode in live for agent in episode.env.agents]
-    texts = policy.act([_request(spec, task, episode, agent) for episode, agent in keys], settings)
-    joint: dict[int, dict[str, str]] = {id(episode): {} for episode in live}
-    for (episode, agent), text in zip(keys, texts, strict=True):
-        joint[id(episode)][agent] = spec.finish(text, episode.turn + 1, episode.env.max_turns)
-    return [joint[id(episode)] for episode in live]
-
-
-def _act_sequentially(spec: Baseline, task: str, policy: Policy, settings: GenerationSettings,
-                      live: list[_Episode]) -> list[dict[str, str]]:
-    joint: list[dict[str, str]] = [{} for _ in live]
-    for position in range(max(len(episode.env.agents) for episode in live)):
-        keys = [(index, episode.env.agents[position]) for index, episode in enumerate(live)
-                if position < len(episode.env.agents)]
-        requests = [
-            _request(spec, task, live[index], agent, {a: draft_part(t) for a, t in joint[index].items()})
-            for index, agent in keys
-        ]
-        for (index, agent), text in zip(keys, policy.act(requests, settings), strict=True):
-            joint[index][agent] = spec.finish(text, live[index].turn + 1, live[index].env.max_turns)
-    return joint
-
-
-def _result(spec: Baseline, task: str, episode: _Episode) -> EpisodeResult:
-    components = dict(episode.last_info.get("reward_components", {}))
-    state = episode.env.state()
-    episode.env.close()
-    return EpisodeResult(
-        baseline=spec.name,
-        env=task,
-        task_id=episode.task_id,
-        seed=episode.seed,
-        agents=episode.agents,
-        episode_return=episode.episode_return,
-        turns=episode.turn,
-        end_reason=episode.last_info.get("end_reason"),
-        quality=float(components.get("quality", 0.0)),
-        consistency=None if components.get("consistency") is None else float(components["consistency"]),
-        reward_components=components,
-        actions={agent: tuple(actions) for agent, actions in episode.actions.items()},
-        drafts=dict(state["drafts"]),
-        wall_s=episode.end - episode.start,
-    )
+    try:
+        trajectories = rollout.run_episodes(envs, policy.as_rollout_policy(settings, records=records), seeds=seeds,
+                                            options=options, schedule=spec.schedule, on_turn=turn_done,
+                                            on_episode=episode_done)
+    finally:
+        for instance in envs:
+            instance.close()
+    for trajectory in trajectories:
+        if trajectory.env_index not in results:  # an env with no agent at reset never stepped, so never ended
+            episode_done(trajectory)
+    return [results[index] for index in range(len(envs))]

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from baselines.collaboration import BASELINES, ENVS, PLAIN, EpisodeResult, get_baseline, run_episodes
+from baselines.collaboration import BASELINES, PLAIN, EpisodeResult, get_baseline, run_episodes
 from baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
 from benchmarks.progress import EpisodeProgress
+from llm_marl_envs.registry import ENV_NAMES
 
 DRAFT_PREVIEW_CHARS = 160
 
@@ -44,7 +45,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--baseline", choices=[PLAIN.name, *BASELINES], default=PLAIN.name,
                         help="collaboration baseline (plain = the env's own prompts, no framing)")
-    parser.add_argument("--env", choices=[*ENVS, "both"], default="both", help="which env's episodes to run")
+    parser.add_argument("--env", choices=[*ENV_NAMES, "both"], default="both", help="which env's episodes to run")
     parser.add_argument("--episodes", type=_positive_int, default=2, help="episodes per env")
     parser.add_argument("--num-agents", type=int, choices=(1, 2, 3, 4), default=2,
                         help="agents per team (single_agent always uses one)")
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo episodes, print the summary and optionally write JSON; returns the exit status."""
     settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p,
                                   max_new_tokens=args.max_new_tokens, seed=args.seed)
-    envs = list(ENVS) if args.env == "both" else [args.env]
+    envs = list(ENV_NAMES) if args.env == "both" else [args.env]
     seeds = [args.seed + i for i in range(args.episodes)]
     num_agents, team_env_kwargs = args.num_agents, {}
     start = time.perf_counter()
@@ -105,16 +106,17 @@ def run(args: argparse.Namespace) -> int:
     with build_policy(args) as policy:
         manifest = getattr(policy, "manifest", None)
         if manifest is not None:  # a trained team plays the env, team size and env arguments it was trained for
-            envs = [name for name, module in ENVS.items() if module == manifest.env]
+            envs = [manifest.env_name]
             num_agents, team_env_kwargs = manifest.num_agents, dict(manifest.env_kwargs)
         turns = get_baseline(args.baseline).env_kwargs(num_agents, args.max_turns)["max_turns"]
         with EpisodeProgress(len(envs) * len(seeds), turns) as progress:
             for env in envs:
                 env_kwargs = {**team_env_kwargs, **({"executor": args.executor} if env == "coding" else {})}
                 progress.begin(env)
+                # The table needs texts only: no generation records, so a local model keeps no logits.
                 results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,
                                         split=args.split, max_turns=args.max_turns, env_kwargs=env_kwargs,
-                                        on_turn=progress.on_turn, on_episode=progress.on_episode)
+                                        on_turn=progress.on_turn, on_episode=progress.on_episode, records=False)
     elapsed = time.perf_counter() - start
     print_summary(results, f"{args.baseline} · {args.policy} policy · {elapsed:.1f} s")
     if args.json:

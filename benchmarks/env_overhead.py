@@ -1,8 +1,9 @@
 """Env overhead: wall-clock time per agent-step of the envs alone and with the unit-test executor.
 
-Scripted actions stand in for the policy (no model runs). For the coding env every executor call is timed by a thin
-wrapper, so one run reports both figures side by side: the env alone (step time minus executor time) and the env
-with the executor. Target: < 1 ms per agent-step without the executor.
+Scripted actions (:func:`baselines.policies.scripted.protocol_action`, the env tests' generator) stand in for the
+policy (no model runs). For the coding env every executor call is timed by a thin wrapper, so one run reports both
+figures side by side: the env alone (step time minus executor time) and the env with the executor. Target: < 1 ms
+per agent-step without the executor.
 
     python -m benchmarks.env_overhead [--episodes 30] [--num-agents 2] [--max-turns 4] [--json PATH]
 """
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from baselines.policies.scripted import protocol_action
 from llm_marl_envs import coding_v0, writing_v0
 from llm_marl_envs.sandbox import Executor, TestJob, TestReport, make_executor
 
@@ -52,23 +54,7 @@ class TimedExecutor(Executor):
 
 def scripted_actions(env: Any, episode: int, turn: int) -> dict[str, str]:
     """Deterministic actions, new at every episode and turn: no cache hides the cost and episodes run to the end."""
-    actions = {}
-    for agent in env.agents:
-        if isinstance(env, coding_v0.raw_env):
-            entry = env.task["entry_point"]
-            code = {
-                "aux": f"def aux(x):\n    return x  # {episode}.{turn}",
-                "main": f"def {entry}(*args):\n    return aux(args[0])  # {episode}.{turn}",
-                "solo": f"def {entry}(*args):\n    return args[0]  # {episode}.{turn}",
-                "tester": f"assert {entry}(1) == 1  # {episode}.{turn}",
-                "reviewer": f"Looks fine, round {episode}.{turn}.",
-            }[agent]
-            actions[agent] = f"```python\n{code}\n```\n<message>turn {episode}.{turn}</message>"
-        else:
-            actions[agent] = (
-                f"Fires forced {agent} residents to leave their homes (episode {episode}, turn {turn}). " * 4
-            )
-    return actions
+    return {agent: protocol_action(env, agent, turn, episode=episode) for agent in env.agents}
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from baselines.models import load_model
 from baselines.policies import ActionRequest, GenerationSettings
 from baselines.policies.local import LocalModelPolicy, generate_with_counts
 from baselines.policies.scripted import ScriptedPolicy
+from llm_marl_envs.registry import ENV_NAMES
 
 # Prompts that ask for long answers, so most rows use their whole token budget (early stops idle a batch's rows).
 PROMPTS = (
@@ -56,8 +57,9 @@ def episodes_per_minute(policy: LocalModelPolicy, env: str, name: str, episodes:
     settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=max_new_tokens, seed=0)
     env_kwargs = {"executor": "local"} if env == "coding" else {}
     start = time.perf_counter()
+    # Texts only (records=False), as the baselines were measured before records existed: no logits kept per step.
     results = run_episodes(name, env, policy, settings, seeds=list(range(episodes)), num_agents=num_agents,
-                           env_kwargs=env_kwargs)
+                           env_kwargs=env_kwargs, records=False)
     seconds = time.perf_counter() - start
     return {
         "env": env,
@@ -80,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=2, help="episodes per (env, baseline); 0 skips episodes")
     parser.add_argument("--episode-tokens", type=int, default=64, help="max new tokens per action in episodes")
     parser.add_argument("--num-agents", type=int, default=2)
-    parser.add_argument("--envs", nargs="+", default=["writing", "coding"])
+    parser.add_argument("--envs", nargs="+", choices=ENV_NAMES, default=list(ENV_NAMES))
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
 

@@ -1,21 +1,18 @@
-"""Env factories and scripted actions shared by the env tests."""
+"""Env factories and scripted actions shared by the env tests.
+
+The scripted actions are :func:`baselines.policies.scripted.protocol_action` (the env-overhead benchmark uses the
+same generator), so the suite has one hand-written action source.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from baselines.policies.scripted import ARTICLE_ACTIONS, protocol_action
 from llm_marl_envs import writing_v0
 
-ARTICLE_ACTIONS = {
-    "solo": "Fires forced hundreds from homes near Hill Top. " * 8,
-    "concise": "Bushfires forced hundreds of residents near Hill Top to leave as winds pushed the blaze.",
-    "detailed": "Strong winds pushed a large bushfire toward Hill Top in New South Wales, forcing about 500 "
-    "residents to leave for Mittagong. Another fire near Goulburn closed the Hume Highway in both directions, and "
-    "crews fought more than 100 blazes across the state on New Year's Eve while rain brought little relief.",
-    "key_points": "- 500 residents evacuated\n- Hume Highway closed\n- 100 fires burning",
-    "headline": "Bushfires force evacuations in New South Wales",
-}
+__all__ = ["ARTICLE_ACTIONS", "ENV_FACTORIES", "coding_env", "scripted_action", "writing_env"]
 
 
 def writing_env(**kwargs: Any) -> writing_v0.raw_env:
@@ -34,17 +31,5 @@ ENV_FACTORIES: dict[str, Callable[..., Any]] = {"writing": writing_env, "coding"
 
 
 def scripted_action(env: Any, agent: str, turn: int) -> str:
-    """A deterministic, protocol-exercising action for ``agent`` at ``turn``."""
-    teammates = [a for a in env.possible_agents if a != agent]
-    message = f'<message to="{teammates[0]}">turn {turn} note from {agent}</message>' if teammates else ""
-    if hasattr(env, "executor"):
-        entry = env.task["entry_point"]
-        body = {
-            "aux": f"def aux(x):\n    return x  # v{turn}",
-            "main": f"def {entry}(*args):\n    return aux(args[0])  # v{turn}",
-            "solo": f"def {entry}(*args):\n    return None  # v{turn}",
-            "tester": f"assert {entry}(1) == 1\nassert {entry}(2) == 2  # v{turn}",
-            "reviewer": f"Check edge cases, round {turn}.",
-        }[agent]
-        return f"```python\n{body}\n```\n{message}"
-    return f"{ARTICLE_ACTIONS[agent]} (revision {turn}) {message}"
+    """A deterministic, protocol-exercising action for ``agent`` at ``turn`` (the same at every episode)."""
+    return protocol_action(env, agent, turn)

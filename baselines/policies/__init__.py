@@ -7,7 +7,9 @@
 
 ``policy.generate(...)`` returns :class:`Generation` records instead: the text plus, where the backend has them, the
 prompt and completion token ids and per-token log-probabilities (local models always; endpoints when asked and
-served; scripted: text only).
+served; scripted: text only). ``policy.as_rollout_policy(settings)`` (a :class:`RolloutPolicy`) is the batched
+callable :func:`llm_marl_envs.rollout.run_episodes` takes; ``ActionRequest.from_messages(agent, messages)`` builds a
+request from an env's chat.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy, rollout_output
+from baselines.policies.base import (
+    ActionRequest,
+    Generation,
+    GenerationSettings,
+    Policy,
+    RolloutPolicy,
+    rollout_output,
+)
 
 # kind -> (module, class, the extra that provides its dependencies)
 POLICY_KINDS: dict[str, tuple[str, str, str]] = {
@@ -31,6 +40,7 @@ __all__ = [
     "Generation",
     "GenerationSettings",
     "Policy",
+    "RolloutPolicy",
     "make_policy",
     "rollout_output",
 ]

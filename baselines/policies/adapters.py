@@ -12,7 +12,7 @@ Team directory format (version 1), written by :func:`save_team` (the MAGRPO trai
     {
       "format_version": 1,
       "base_model": "SmolLM2-135M-Instruct",   # DEFAULT_MODEL (offline default), a local folder or a hub id
-      "env": "writing_v0",                      # "writing_v0" or "coding_v0"
+      "env": "writing_v0",                      # an env's versioned module (TEAM_ENVS, from the env registry)
       "env_kwargs": {"style": "tldr"},          # optional: extra env arguments the team was trained with
       "num_agents": 2,
       "roles": {"concise": "adapters/concise", "detailed": "adapters/detailed"},   # role -> folder, relative
@@ -39,10 +39,13 @@ from typing import Any
 from baselines.models import DEFAULT_MODEL, LoadedModel, load_model
 from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
 from baselines.policies.local import DEFAULT_BATCH_SIZE, generate_records
+from llm_marl_envs.registry import ENVS
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "team.json"
-ENVS: tuple[str, ...] = ("writing_v0", "coding_v0")
+TEAM_ENVS: dict[str, str] = {spec.module.rpartition(".")[2]: name for name, spec in ENVS.items()}
+"""``team.json``'s ``env`` (the env's versioned module, ``"writing_v0"``) → its registry name (``"writing"``);
+derived from :data:`llm_marl_envs.registry.ENVS`, the one list of envs."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,11 @@ class TeamManifest:
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+
+    @property
+    def env_name(self) -> str:
+        """The registry name of the team's env (``"writing"`` for ``"writing_v0"``), as ``make_env`` takes it."""
+        return TEAM_ENVS[self.env]
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest as written to ``team.json``."""
@@ -88,8 +96,8 @@ def load_team_manifest(team_dir: str | os.PathLike[str]) -> TeamManifest:
         raise ValueError(f"{path}: missing keys {missing}; expected {list(required)} (+ generation, env_kwargs)")
     if data["format_version"] != FORMAT_VERSION:
         raise ValueError(f"{path}: expected format_version {FORMAT_VERSION}, got {data['format_version']!r}")
-    if data["env"] not in ENVS:
-        raise ValueError(f"{path}: env: expected one of {ENVS}, got {data['env']!r}")
+    if data["env"] not in TEAM_ENVS:
+        raise ValueError(f"{path}: env: expected one of {tuple(TEAM_ENVS)}, got {data['env']!r}")
     roles = data["roles"]
     if not isinstance(roles, dict) or not roles or not all(isinstance(v, str) for v in roles.values()):
         raise ValueError(f"{path}: roles: expected a non-empty {{role: adapter folder}} object, got {roles!r}")
@@ -141,8 +149,8 @@ def save_team(
         generation=generation or GenerationSettings(),
         env_kwargs=dict(env_kwargs or {}),
     )
-    if env not in ENVS:
-        raise ValueError(f"save_team: env: expected one of {ENVS}, got {env!r}")
+    if env not in TEAM_ENVS:
+        raise ValueError(f"save_team: env: expected one of {tuple(TEAM_ENVS)}, got {env!r}")
     target = Path(team_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))

@@ -1,22 +1,24 @@
 """The policy interface: a batch of (agent, observation) requests in, one action string per request out.
 
 Every backend (local model, trained adapters, OpenAI-compatible endpoint, scripted) implements :class:`Policy`.
-Execution is decentralized: a request carries one agent's own observation (plus an optional system prompt the
-baseline adds) and nothing else, so an action can depend only on what that agent observed.
+Execution is decentralized: a request carries one agent's own chat (the env's system prompt and its observation,
+possibly framed by a baseline) and nothing else, so an action can depend only on what that agent observed.
 
 :meth:`Policy.act` returns the action texts; :meth:`Policy.generate` returns :class:`Generation` records that also
 carry the token ids and per-token log-probabilities a policy-gradient trainer needs, where the backend has them
 (:func:`rollout_output` turns a batch of records into the dict TRL's ``GRPOTrainer(rollout_func=...)`` expects).
+:meth:`Policy.as_rollout_policy` makes any policy the batched callable that :mod:`llm_marl_envs.rollout` drives.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from baselines.prompts import DEFAULT_SYSTEM_PROMPT
+from llm_marl_envs.core.prompts import DEFAULT_SYSTEM_PROMPT
+from llm_marl_envs.rollout import ChatRequest
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,22 @@ class GenerationSettings:
 class ActionRequest:
     """One agent asking for one action.
 
+    Build it from an observation (``ActionRequest(agent, observation, system)``: the chat is then ``[system,
+    observation]``) or from chat messages as an env gives them (:meth:`from_messages`, e.g. ``env.chat_messages``).
+
     Attributes:
         agent: the agent id (its role name, e.g. ``"concise"`` or ``"aux"``); adapter policies pick the adapter by it.
         observation: the agent's own observation text (the user message), possibly framed by a baseline.
-        system: the system prompt; None lets the policy use :data:`baselines.prompts.DEFAULT_SYSTEM_PROMPT`.
+        system: the system prompt; None lets the policy use
+            :data:`llm_marl_envs.core.prompts.DEFAULT_SYSTEM_PROMPT`.
+        chat: the full chat as ``(role, content)`` pairs when the request was built :meth:`from_messages` (then
+            ``observation`` and ``system`` are read from it); None for a request built from an observation.
     """
 
     agent: str
     observation: str
     system: str | None = None
+    chat: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.agent, str) or not self.agent:
@@ -93,11 +102,57 @@ class ActionRequest:
         if self.system is not None and not isinstance(self.system, str):
             raise TypeError(f"system prompt of agent {self.agent!r}: expected str or None, got "
                             f"{type(self.system).__name__}")
+        if self.chat is not None:
+            self._check_chat()
+
+    def _check_chat(self) -> None:
+        chat = self.chat
+        if not isinstance(chat, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, str) for part in pair)
+            for pair in chat
+        ):
+            raise TypeError(f"chat of agent {self.agent!r}: expected a tuple of (role, content) str pairs, "
+                            f"got {chat!r:.80}")
+        # A backend renders the chat while scripted responders read ``observation``: both must be the same prompt.
+        if (self.observation, self.system) != _observation_and_system(self.agent, chat):
+            raise ValueError(f"chat of agent {self.agent!r}: observation and system must be its last user message "
+                             "and its system message; build the request with ActionRequest.from_messages")
+
+    @classmethod
+    def from_messages(cls, agent: str, messages: Sequence[Mapping[str, str]]) -> ActionRequest:
+        """A request whose chat is ``messages`` (``[{"role": ..., "content": ...}, ...]``, as
+        ``env.chat_messages(agent)`` returns them): the policy sees exactly these messages; ``observation`` is the
+        last user message and ``system`` the system message (None without one)."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise TypeError(f"messages of agent {agent!r}: expected a sequence of chat messages, "
+                            f"got {type(messages).__name__}")
+        chat = []
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping) or not isinstance(message.get("role"), str) or not isinstance(
+                message.get("content"), str
+            ):
+                raise TypeError(f"messages[{index}] of agent {agent!r}: expected a mapping with str 'role' and "
+                                f"'content', got {message!r:.80}")
+            chat.append((message["role"], message["content"]))
+        observation, system = _observation_and_system(agent, tuple(chat))
+        return cls(agent, observation, system, tuple(chat))
 
     def messages(self) -> list[dict[str, str]]:
-        """The chat messages of this request: system prompt, then the observation as the user turn."""
+        """The chat messages of this request: the chat it was built from, else the system prompt and the observation
+        as the user turn."""
+        if self.chat is not None:
+            return [{"role": role, "content": content} for role, content in self.chat]
         system = DEFAULT_SYSTEM_PROMPT if self.system is None else self.system
         return [{"role": "system", "content": system}, {"role": "user", "content": self.observation}]
+
+
+def _observation_and_system(agent: str, chat: tuple[tuple[str, str], ...]) -> tuple[str, str | None]:
+    users = [content for role, content in chat if role == "user"]
+    if not users:
+        raise ValueError(f"messages of agent {agent!r}: expected at least one user message (the observation), "
+                         f"got roles {[role for role, _ in chat]}")
+    systems = [content for role, content in chat if role == "system"]
+    return users[-1], (systems[0] if systems else None)
 
 
 FINISH_REASONS: tuple[str, ...] = ("stop", "length")
@@ -239,6 +294,11 @@ class Policy:
             raise TypeError(f"settings: expected GenerationSettings, got {type(settings).__name__}")
         return requests
 
+    def as_rollout_policy(self, settings: GenerationSettings, *, records: bool = True) -> RolloutPolicy:
+        """This policy as the batched callable :func:`llm_marl_envs.rollout.run_episodes` takes (see
+        :class:`RolloutPolicy`); ``records=False`` returns texts only (cheaper for local models: no logits kept)."""
+        return RolloutPolicy(self, settings, records)
+
     def close(self) -> None:  # most backends hold nothing to release
         """Release resources (connections, threads). Idempotent."""
 
@@ -247,6 +307,42 @@ class Policy:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class RolloutPolicy:
+    """A :class:`Policy` as the rollout runner's policy: ``list[ChatRequest] -> list[Generation]``.
+
+    Each request's chat messages (the env's, or a baseline schedule's) become one :class:`ActionRequest`
+    (:meth:`ActionRequest.from_messages`), the whole batch goes to the policy in one call, and the
+    :class:`Generation` records come back as the completions, so trajectories keep token ids and log-probabilities.
+
+    >>> from llm_marl_envs.rollout import run_episodes
+    >>> from llm_marl_envs.registry import make_env
+    >>> from baselines.policies import make_policy
+    >>> envs = [make_env("writing", num_agents=2, max_turns=1, similarity="tfidf")]
+    >>> (trajectory,) = run_episodes(envs, make_policy("scripted").as_rollout_policy(GenerationSettings()), seeds=[0])
+    >>> type(trajectory.steps[0].generation).__name__
+    'Generation'
+    """
+
+    policy: Policy
+    settings: GenerationSettings
+    records: bool = True
+    """True: :meth:`Policy.generate` (records); False: :meth:`Policy.act` (plain strings, no token-level record)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, Policy):
+            raise TypeError(f"policy: expected a Policy, got {type(self.policy).__name__}")
+        if not isinstance(self.settings, GenerationSettings):
+            raise TypeError(f"settings: expected GenerationSettings, got {type(self.settings).__name__}")
+
+    def __call__(self, requests: Sequence[ChatRequest]) -> list[Generation] | list[str]:
+        """One completion per request, in order."""
+        batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
+        if self.records:
+            return self.policy.generate(batch, self.settings)
+        return self.policy.act(batch, self.settings)
 
 
 def check_requests(requests: Sequence[ActionRequest]) -> list[ActionRequest]:

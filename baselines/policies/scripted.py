@@ -4,12 +4,16 @@
 (writing) or writes a function with the right name (coding), sends one short message on its first turn and says
 ``<done/>`` from its second turn on (or at once when the episode has a single turn). Pass ``responder`` to script
 anything else.
+
+:func:`protocol_action` is the other scripted source, for env tests and the env-overhead benchmark: a fixed,
+protocol-exercising action per role and turn, read from the env itself (not a policy: it sees the task's entry point).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from baselines.policies.base import ActionRequest, GenerationSettings, Policy
 
@@ -74,3 +78,38 @@ class ScriptedPolicy(Policy):
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
         self.calls.append(list(requests))
         return [self.responder(request) for request in requests]
+
+
+ARTICLE_ACTIONS: dict[str, str] = {
+    "solo": "Fires forced hundreds from homes near Hill Top. " * 8,
+    "concise": "Bushfires forced hundreds of residents near Hill Top to leave as winds pushed the blaze.",
+    "detailed": "Strong winds pushed a large bushfire toward Hill Top in New South Wales, forcing about 500 "
+    "residents to leave for Mittagong. Another fire near Goulburn closed the Hume Highway in both directions, and "
+    "crews fought more than 100 blazes across the state on New Year's Eve while rain brought little relief.",
+    "key_points": "- 500 residents evacuated\n- Hume Highway closed\n- 100 fires burning",
+    "headline": "Bushfires force evacuations in New South Wales",
+}
+"""A plausible part per writing role (TL;DR style) about one bushfire article; other roles reuse ``solo``'s."""
+
+
+def protocol_action(env: Any, agent: str, turn: int, *, episode: int | None = None) -> str:
+    """A deterministic action for ``agent`` at ``turn`` of ``env`` that exercises the whole protocol: the role's part
+    (a code block per coding role, prose per writing role) and a ``<message to=...>`` to the first teammate.
+
+    ``episode`` adds the episode to every version marker, so the text is new at each episode and turn and no cache
+    hides a step's cost (the env-overhead benchmark); without it the action depends on the turn only (env tests).
+    """
+    version = f"{turn}" if episode is None else f"{episode}.{turn}"
+    teammates = [a for a in env.possible_agents if a != agent]
+    message = f'<message to="{teammates[0]}">turn {version} note from {agent}</message>' if teammates else ""
+    if hasattr(env, "executor"):  # the coding env; duck-typed so this module needs no env import
+        entry = env.task["entry_point"]
+        body = {
+            "aux": f"def aux(x):\n    return x  # v{version}",
+            "main": f"def {entry}(*args):\n    return aux(args[0])  # v{version}",
+            "solo": f"def {entry}(*args):\n    return None  # v{version}",
+            "tester": f"assert {entry}(1) == 1\nassert {entry}(2) == 2  # v{version}",
+            "reviewer": f"Check edge cases, round {version}.",
+        }[agent]
+        return f"```python\n{body}\n```\n{message}"
+    return f"{ARTICLE_ACTIONS.get(agent, ARTICLE_ACTIONS['solo'])} (revision {version}) {message}"

@@ -1,5 +1,6 @@
 """The five collaboration baselines complete episodes on both envs at 2–4 agents, with the scripted policy and with
-the default model (short real runs), and each shows agents exactly what its definition allows."""
+the default model (short real runs), through the one rollout runner, and each shows agents exactly what its
+definition allows."""
 
 from __future__ import annotations
 
@@ -9,19 +10,20 @@ import json
 import pytest
 from baseline_helpers import ENV_KWARGS, default_model
 
-from baselines import prompts
 from baselines.collaboration import (
     BASELINES,
     PLAIN,
     EpisodeResult,
     draft_part,
     get_baseline,
-    make_env,
     run_episodes,
 )
-from baselines.policies import ActionRequest, GenerationSettings
+from baselines.policies import ActionRequest, Generation, GenerationSettings
 from baselines.policies.local import LocalModelPolicy
-from baselines.policies.scripted import ScriptedPolicy
+from baselines.policies.scripted import ScriptedPolicy, extractive_responder
+from llm_marl_envs import rollout
+from llm_marl_envs.core import prompts
+from llm_marl_envs.registry import ENV_NAMES, make_env
 
 SETTINGS = GenerationSettings(temperature=0.7, max_new_tokens=16, seed=0)
 EXPECTED_TURNS = {
@@ -65,7 +67,7 @@ def test_registry_has_the_five_baselines() -> None:
         run_episodes("single_agent", "writing", object(), SETTINGS)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("env", ["writing", "coding"])
+@pytest.mark.parametrize("env", ENV_NAMES)
 @pytest.mark.parametrize("num_agents", [2, 3, 4])
 @pytest.mark.parametrize("name", list(BASELINES))
 def test_scripted_episodes_complete(name: str, env: str, num_agents: int) -> None:
@@ -104,11 +106,13 @@ def test_naive_concatenation_agents_never_see_teammates() -> None:
     (result,) = run("naive_concatenation", "writing", policy, num_agents=3, seeds=(0,))
     requests = _requests(policy)
     assert len(policy.calls) == 1 and len(requests) == 3  # one batched call for the whole team
+    env = make_env("writing", num_agents=3, similarity="tfidf")
     for request in requests:
         others = [a for a in result.agents if a != request.agent]
         assert not any(f"written by {other}" in request.observation for other in others)
         assert prompts.BASELINE_RULES["naive_concatenation"] in request.observation
-        assert request.system == prompts.system_prompt("writing", request.agent)
+        assert request.system == env.system_prompt(request.agent)  # the env owns the system prompt
+        assert request.messages()[0] == {"role": "system", "content": env.system_prompt(request.agent)}
     assert result.drafts == {a: f"part written by {a} alone" for a in result.agents}
 
 
@@ -159,13 +163,13 @@ def test_prompt_collaboration_runs_multi_turn_dialogue() -> None:
 
 
 def test_single_agent_uses_the_solo_role_on_both_envs() -> None:
-    for env in ("writing", "coding"):
+    for env in ENV_NAMES:
         (result,) = run("single_agent", env, ScriptedPolicy(), num_agents=4, seeds=(0,))
         assert result.agents == ("solo",)
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("env", ["writing", "coding"])
+@pytest.mark.parametrize("env", ENV_NAMES)
 @pytest.mark.parametrize("name", list(BASELINES))
 def test_default_model_runs_every_baseline(name: str, env: str) -> None:
     policy = LocalModelPolicy(loaded=default_model())
@@ -202,3 +206,66 @@ def test_an_episode_that_ends_early_is_reported_when_it_ends() -> None:
     assert [r.turns for r in results] == [1, 3]
     assert events == [("turn", 0, 1), ("episode", 0, 1), ("turn", 1, 1), ("turn", 1, 2), ("turn", 1, 3),
                       ("episode", 1, 3)]
+
+
+@pytest.mark.parametrize("name", list(BASELINES))
+def test_the_runner_drives_the_baseline_schedule_on_both_envs(name: str) -> None:
+    # The baseline's schedule and env configuration, handed to the one rollout runner directly (as a study or a
+    # trainer would), give the same episodes as collaboration.run_episodes, which is a thin driver over it.
+    spec = get_baseline(name)
+    for env_name in ENV_NAMES:
+        envs = [make_env(env_name, **ENV_KWARGS[env_name], **spec.env_kwargs(num_agents=2)) for _ in range(2)]
+        policy = ScriptedPolicy()
+        trajectories = rollout.run_episodes(envs, policy.as_rollout_policy(SETTINGS), seeds=[0, 1],
+                                            options={"split": "train"}, schedule=spec.schedule)
+        results = run(name, env_name, ScriptedPolicy())
+        for trajectory, result in zip(trajectories, results, strict=True):
+            assert trajectory.turns == EXPECTED_TURNS[name] and trajectory.end_reason is not None
+            assert len(trajectory.agents) == (1 if name == "single_agent" else 2)
+            assert result.trajectory is not None and result.trajectory.agents == trajectory.agents
+            assert {a: tuple(s.action for s in trajectory.agent_steps(a)) for a in trajectory.agents} == result.actions
+            assert trajectory.team_return == pytest.approx(result.episode_return)
+            assert all(isinstance(step.generation, Generation) for step in trajectory.steps)
+            assert all(step.messages[0]["content"] == envs[0].system_prompt(step.agent) for step in trajectory.steps)
+
+
+def test_the_sequential_pipeline_makes_one_policy_call_per_agent_position() -> None:
+    spec = get_baseline("sequential_pipeline")
+    envs = [make_env("coding", **ENV_KWARGS["coding"], **spec.env_kwargs(num_agents=3)) for _ in range(2)]
+    policy = ScriptedPolicy(lambda r: f"{extractive_responder(r)}\n<message>private note</message>")
+    (first, _) = rollout.run_episodes(envs, policy.as_rollout_policy(SETTINGS), seeds=[0, 1], schedule=spec.schedule)
+    # Position k of both episodes in call k; each later position sees the earlier agents' drafts.
+    assert [[r.agent for r in call] for call in policy.calls] == [[a, a] for a in first.agents]
+    assert all(prompts.SEQUENTIAL_HEADER not in r.observation for r in policy.calls[0])
+    for position, call in enumerate(policy.calls[1:], start=1):
+        for request in call:
+            shown = request.observation.split(prompts.SEQUENTIAL_HEADER)[1]
+            assert all(f"### {earlier}\n" in shown for earlier in first.agents[:position])
+            assert "private note" not in shown  # earlier agents' messages never reach a later agent
+
+
+class RecordingPolicy(ScriptedPolicy):
+    """Scripted texts with a full token-level record, as a local model gives them."""
+
+    def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
+        texts = self._act(requests, settings)
+        return [Generation(text, prompt_ids=(1, len(r.observation)), completion_ids=(5, 6), logprobs=(-0.5, -0.25),
+                           finish_reason="stop") for r, text in zip(requests, texts, strict=True)]
+
+
+def test_generation_records_are_carried_into_trajectories() -> None:
+    eager = RecordingPolicy(lambda r: f"draft by {r.agent} <done/>")  # done at once: round 1's finish removes it
+    (result,) = run("one_round_discussion", "writing", eager, seeds=(0,))
+    assert result.trajectory is not None
+    steps = result.trajectory.steps
+    assert len(steps) == 4  # 2 agents x 2 rounds
+    for step in steps:
+        assert isinstance(step.generation, Generation) and step.generation.has_token_record
+        assert step.generation.prompt_ids == (1, len(step.messages[-1]["content"]))
+        assert step.generation.logprobs == (-0.5, -0.25)
+    # The schedule's finish rule changed the action the env got, not the record of what was generated.
+    round1 = [s for s in steps if s.turn == 1]
+    assert all(s.generation.text.endswith("<done/>") and "<done/>" not in s.action for s in round1)
+    assert "trajectory" not in result.to_dict()
+    (plain,) = run("one_round_discussion", "writing", RecordingPolicy(), seeds=(0,), records=False)
+    assert plain.trajectory is not None and all(s.generation is None for s in plain.trajectory.steps)

@@ -1,12 +1,16 @@
-"""The policy interface, the factory, the scripted backend and the prompts module (no model needed)."""
+"""The policy interface, the factory, the scripted backend, the runner adapter and the baselines' prompt framing
+(no model needed)."""
 
 from __future__ import annotations
 
 import pytest
 
-from baselines import prompts
-from baselines.policies import POLICY_KINDS, ActionRequest, GenerationSettings, make_policy
+from baselines.policies import POLICY_KINDS, ActionRequest, Generation, GenerationSettings, make_policy
+from baselines.policies.base import RolloutPolicy
 from baselines.policies.scripted import ScriptedPolicy, extractive_responder, observed_turn
+from llm_marl_envs.core import prompts
+from llm_marl_envs.registry import make_env
+from llm_marl_envs.rollout import ChatRequest
 
 
 def test_generation_settings_defaults_and_round_trip() -> None:
@@ -104,11 +108,47 @@ def test_scripted_policy_reads_only_its_observation_and_follows_turns() -> None:
     assert "def aux(" in extractive_responder(ActionRequest("aux", coding_obs))
 
 
-def test_prompts_are_per_task_and_role() -> None:
-    assert "`aux`" in prompts.system_prompt("coding", "aux")
-    assert prompts.system_prompt("writing", "concise") == prompts.SYSTEM_PROMPTS["writing"]
-    with pytest.raises(ValueError, match=r"task: expected one of \('writing', 'coding'\), got 'poetry'"):
-        prompts.system_prompt("poetry", "solo")
+def test_action_request_from_messages_keeps_the_chat() -> None:
+    chat = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "OBS"}]
+    request = ActionRequest.from_messages("concise", chat)
+    assert request.messages() == chat and request.observation == "OBS" and request.system == "SYS"
+    assert ActionRequest("concise", "OBS", "SYS").messages() == chat  # the old constructor builds the same chat
+    longer = [*chat, {"role": "assistant", "content": "A"}, {"role": "user", "content": "OBS 2"}]
+    assert ActionRequest.from_messages("a", longer).observation == "OBS 2"  # the latest user turn
+    assert ActionRequest.from_messages("a", longer).messages() == longer
+    assert ActionRequest.from_messages("a", chat[1:]).system is None
+    with pytest.raises(ValueError, match=r"expected at least one user message \(the observation\), got roles"):
+        ActionRequest.from_messages("a", chat[:1])
+    with pytest.raises(TypeError, match=r"messages\[1\] of agent 'a': expected a mapping with str 'role'"):
+        ActionRequest.from_messages("a", [chat[0], {"role": "user"}])
+    with pytest.raises(TypeError, match="expected a sequence of chat messages, got str"):
+        ActionRequest.from_messages("a", "hello")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"build the request with ActionRequest\.from_messages"):
+        ActionRequest("a", "other text", "SYS", chat=(("system", "SYS"), ("user", "OBS")))
+
+
+def test_rollout_policy_turns_chat_requests_into_one_batched_call() -> None:
+    policy = ScriptedPolicy(lambda r: f"{r.agent}: {r.observation}")
+    chats = [ChatRequest(0, "concise", 1, ({"role": "system", "content": "S"}, {"role": "user", "content": "O1"})),
+             ChatRequest(1, "detailed", 1, ({"role": "system", "content": "S"}, {"role": "user", "content": "O2"}))]
+    records = policy.as_rollout_policy(GenerationSettings())(chats)
+    assert records == [Generation("concise: O1"), Generation("detailed: O2")]
+    assert len(policy.calls) == 1 and [r.messages() for r in policy.calls[0]] == [list(c.messages) for c in chats]
+    assert policy.as_rollout_policy(GenerationSettings(), records=False)(chats) == ["concise: O1", "detailed: O2"]
+    with pytest.raises(TypeError, match="settings: expected GenerationSettings"):
+        policy.as_rollout_policy({})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="policy: expected a Policy"):
+        RolloutPolicy(object(), GenerationSettings())  # type: ignore[arg-type]
+
+
+def test_the_env_owns_the_system_prompt_and_baselines_only_frame() -> None:
+    coding = make_env("coding", num_agents=2, similarity="tfidf", executor="local")
+    coding.reset(seed=0)
+    assert "`aux`" in coding.system_prompt("aux")
+    writing = make_env("writing", num_agents=2, similarity="tfidf")
+    writing.reset(seed=0)
+    assert writing.system_prompt("concise") == writing.SYSTEM_PROMPT  # no hint for this role
+    assert writing.chat_messages("concise", "OBS")[0]["content"] == writing.system_prompt("concise")
     framed = prompts.frame_observation("OBS", "discussion_draft")
     assert framed.startswith("OBS") and "Round 1 of 2" in framed
     with pytest.raises(ValueError, match="rule: expected one of"):
