@@ -140,6 +140,20 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def pivot(rows: Sequence[Row], env_name: str, similarity: str) -> str:
+    """One env and backend as strategy × team size (mean returns, honest strategies first), for the env cards."""
+    chosen = [r for r in rows if r.env == env_name and r.similarity == similarity]
+    sizes = sorted({r.num_agents for r in chosen})
+    names = list(dict.fromkeys(r.strategy for r in sorted(chosen, key=lambda r: (not r.honest, -r.mean_return))))
+    cell = {(r.strategy, r.num_agents): r.mean_return for r in chosen}
+    lines = ["| strategy | honest | " + " | ".join(f"n={n}" for n in sizes) + " |", "|---|---|" + "---:|" * len(sizes)]
+    for name in names:
+        honest = next(r.honest for r in chosen if r.strategy == name)
+        values = [f"{cell[(name, n)]:.2f}" if (name, n) in cell else "" for n in sizes]
+        lines.append(f"| {name} | {'yes' if honest else ''} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
 def violations(rows: Sequence[Row], margin: float) -> list[Row]:
     """Degenerate strategies that do not lose to honest work by at least ``margin`` in their setting."""
     return [r for r in rows if not r.honest and r.gap_to_honest > -margin]
@@ -155,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
     parser.add_argument("--margin", type=float, default=MARGIN, help="required loss of every degenerate strategy")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--pivot", action="store_true", help="print strategy x team size tables (the env cards')")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
@@ -162,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env_name in ENV_NAMES if args.env == "both" else (args.env,):
         rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor)
     print(table(rows))
+    if args.pivot:
+        for env_name, similarity in dict.fromkeys((r.env, r.similarity) for r in rows):
+            print(f"\n{env_name}, similarity={similarity}, mean joint return over {args.tasks} tasks:\n")
+            print(pivot(rows, env_name, similarity))
     failing = violations(rows, args.margin)
     print(
         f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; degenerate strategies within {args.margin} of "
