@@ -69,6 +69,5 @@ class CodingConfig(EnvConfig):
         super().__post_init__()
         if self.reward.reward_mode == "magrpo" and self.team.num_agents != 2:
             raise ValueError(
-                "reward_mode='magrpo' scores MAGRPO's aux/main pair: expected num_agents=2, "
-                f"got {self.team.num_agents}"
+                f"reward_mode='magrpo' scores MAGRPO's aux/main pair: expected num_agents=2, got {self.team.num_agents}"
             )

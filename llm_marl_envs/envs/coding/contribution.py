@@ -60,7 +60,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from llm_marl_envs.envs.coding.program import assemble_program
+from llm_marl_envs.envs.coding.program import assemble_program, defined_functions
 
 HELPER_STUB_KINDS: tuple[str, ...] = ("none", "identity")
 """The neutral stubs that replace the helper author's draft."""
@@ -125,11 +125,15 @@ def null_program(entry_point: str) -> str:
 
 @dataclass(frozen=True)
 class Counterfactual:
-    """One program to run in place of the team's: ``agent``'s part replaced by the stub named ``kind``."""
+    """One program to run in place of the team's: ``agent``'s part replaced by the stub named ``kind``.
+
+    ``program`` is ``None`` when the replacement cannot pass any test, which is known without running it: the
+    program would not define the entry point (or the helper the pass-through calls).
+    """
 
     agent: str
     kind: str
-    program: str
+    program: str | None
 
 
 def counterfactual_programs(
@@ -142,14 +146,11 @@ def counterfactual_programs(
         stub = helper_stub(helper_code, helper_name, kind)
         if stub is not None:
             programs.append(Counterfactual(helper_name, kind, assemble_program(preamble, stub, main_code).program))
-    programs.append(Counterfactual("main", "absent", assemble_program(preamble, helper_code, "").program))
-    programs.append(
-        Counterfactual(
-            "main",
-            "pass_through",
-            assemble_program(preamble, helper_code, pass_through_main(entry_point, helper_name)).program,
-        )
-    )
+    without_main = assemble_program(preamble, helper_code, "").program
+    defined = defined_functions(without_main)
+    programs.append(Counterfactual("main", "absent", without_main if entry_point in defined else None))
+    pass_through = assemble_program(preamble, helper_code, pass_through_main(entry_point, helper_name)).program
+    programs.append(Counterfactual("main", "pass_through", pass_through if helper_name in defined else None))
     return programs
 
 

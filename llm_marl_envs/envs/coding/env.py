@@ -217,19 +217,13 @@ class CodingEnv(CollaborativeTextEnv):
         runnable = program_error is None and entry_point in defined_functions(parts.program)
         tester_asserts = extract_asserts(drafts["tester"]) if "tester" in drafts else []
 
-        # Every run of this turn goes to the executor in one batch: the team's program on all tests, the
-        # counterfactual programs on the held-out tests, the tester's asserts on the team, the reference and a null
-        # program. Identical jobs (unchanged drafts, the G samples of a group) come from the verdict cache.
+        # The runs of this turn go to the executor in one batch: the team's program on all tests, the tester's
+        # asserts on the team, the reference and a null program. The counterfactual programs follow in a second
+        # batch, and only when the team's program passes a test (else no part can be load-bearing). Identical jobs
+        # (unchanged drafts, the G samples of a group) come from the verdict cache.
         batch = _JobBatch()
         all_tests = [*visible, *held_out]
         team_key = batch.add(parts.program, all_tests) if runnable else None
-        counterfactuals = []
-        if runnable and not solo:
-            counterfactuals = counterfactual_programs(preamble, helper_code, main_code, entry_point, HELPER_NAME)
-            for cf in counterfactuals:
-                # All tests decide who is load-bearing (more tests tell a real helper from a stub more often);
-                # only the held-out ones are paid.
-                batch.add(cf.program, all_tests)
         if tester_asserts:
             if runnable:
                 batch.add(parts.program, tester_asserts)
@@ -242,6 +236,16 @@ class CodingEnv(CollaborativeTextEnv):
             program = official_program(helper_code, main_code, task["prompt"], entry_point)
             official_key = batch.add(program, task["official_tests"])
         reports = batch.run(self.executor)
+        counterfactuals = []
+        if team_key is not None and not solo and any(o.passed for o in reports[team_key].outcomes):
+            counterfactuals = counterfactual_programs(preamble, helper_code, main_code, entry_point, HELPER_NAME)
+            second = _JobBatch()
+            for cf in counterfactuals:
+                if cf.program is not None:
+                    # All tests decide who is load-bearing (more tests tell a real helper from a stub more often);
+                    # only the held-out ones are paid.
+                    second.add(cf.program, all_tests)
+            reports.update(second.run(self.executor))
 
         team_report = reports.get(team_key)
         visible_statuses = [_outcome_status(o) for o in team_report.outcomes[: len(visible)]] if team_report else []
@@ -256,11 +260,16 @@ class CodingEnv(CollaborativeTextEnv):
         dependent: dict[str, int] = {}
         if not solo:
             for agent in (HELPER_NAME, "main"):
-                runs = [reports[(cf.program, tuple(all_tests))] for cf in counterfactuals if cf.agent == agent]
-                runs_passed = [[o.passed for o in report.outcomes] for report in runs]
                 team_passed = [o.passed for o in team_report.outcomes] if team_report else []
-                dependent[agent] = dependent_tests(team_passed, runs_passed) if runs else 0
-                if runs and load_bearing(team_passed, runs_passed):
+                runs_passed = [
+                    [False] * len(all_tests)
+                    if cf.program is None
+                    else [o.passed for o in reports[(cf.program, tuple(all_tests))].outcomes]
+                    for cf in counterfactuals
+                    if cf.agent == agent
+                ]
+                dependent[agent] = dependent_tests(team_passed, runs_passed) if runs_passed else 0
+                if runs_passed and load_bearing(team_passed, runs_passed):
                     own, other = (helper_code, main_code) if agent == HELPER_NAME else (main_code, helper_code)
                     contributions[agent] = pass_rate * share_factor(own, other)
                 else:
@@ -303,7 +312,11 @@ class CodingEnv(CollaborativeTextEnv):
             "program_syntax_error": program_error,
             "team_report": _report_dict(team_report),
             "counterfactuals": [
-                {"agent": cf.agent, "kind": cf.kind, "report": _report_dict(reports[(cf.program, tuple(all_tests))])}
+                {
+                    "agent": cf.agent,
+                    "kind": cf.kind,
+                    "report": None if cf.program is None else _report_dict(reports[(cf.program, tuple(all_tests))]),
+                }
                 for cf in counterfactuals
             ],
             "tester_on_team": _report_dict(tester_report),

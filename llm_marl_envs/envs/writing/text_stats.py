@@ -78,7 +78,14 @@ def _stemmer_and_stopwords() -> tuple[object, frozenset[str]]:
 
 def tokens(text: str) -> list[str]:
     """Lower-cased word and number tokens of ``text`` (possessive ``'s`` dropped)."""
-    return [re.sub(r"['’]s$", "", t.lower()) for t in _TOKEN.findall(text)]
+    return list(_tokens(text))
+
+
+@functools.lru_cache(maxsize=8192)
+def _tokens(text: str) -> tuple[str, ...]:
+    # Cached: one draft is read by several measures, and drafts repeat across turns and group samples.
+    words = _TOKEN.findall(text.lower())
+    return tuple(w[:-2] if w.endswith(("'s", "’s")) else w for w in words)
 
 
 def stopwords() -> frozenset[str]:
