@@ -113,6 +113,8 @@ class Trajectory:
     final_info: Mapping[str, Any]
     """The last step's info of the first agent (reward components, quality terms...)."""
     final_drafts: Mapping[str, str]
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """The env's config (``env.state()["config"]``), so a saved trajectory says what it was played on."""
 
     def agent_steps(self, agent: str) -> list[AgentStep]:
         """The steps of one agent, in turn order."""
@@ -257,6 +259,7 @@ class _EpisodeState:
             end_reason=state["end_reason"],
             final_info=dict(self.last_info),
             final_drafts=dict(state["drafts"]),
+            config=dict(state.get("config", {})),
         )
 
 

@@ -75,3 +75,12 @@ def test_envs_step_in_a_pool_of_worker_processes(name: str) -> None:
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         results = pool.map(_step_in_worker, blobs)
     assert results == [_turn(env, 2) for env in envs]
+
+
+def test_an_env_on_an_executor_object_says_it_cannot_go_to_a_worker_process() -> None:
+    from llm_marl_envs.sandbox import make_executor
+
+    with make_executor("local") as executor:
+        env = ENV_FACTORIES["coding"](executor=executor)
+        assert env.metadata["is_parallelizable"] is False
+        assert type(env).metadata["is_parallelizable"] is True  # envs built from a backend name still can

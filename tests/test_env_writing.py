@@ -158,3 +158,17 @@ def test_magrpo_reward_mode_pays_the_papers_reward_each_turn() -> None:
     expected = magrpo_tldr_reward(actions["concise"], actions["detailed"]).total
     assert rewards["concise"] == pytest.approx(expected) and expected > 0
     assert infos["detailed"]["magrpo_reward"] == pytest.approx(expected)
+
+
+def test_auto_similarity_falls_back_to_tfidf_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_marl_envs.core import similarity
+
+    monkeypatch.setattr(similarity, "minilm_available", lambda: False)
+    monkeypatch.setattr(similarity, "_WARNED_FALLBACK", False)
+    with pytest.warns(UserWarning, match="fell back to TF-IDF"):
+        assert similarity.make_similarity("auto").name == "tfidf"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second fallback stays silent
+        assert similarity.make_similarity("auto").name == "tfidf"

@@ -93,3 +93,16 @@ def test_official_harness_scores_like_the_official_code() -> None:
         rewards[name] = infos["main"]["magrpo_reward"]
     # Under the official assembly `is_palindrome` is missing from the program: the tests fail, as in the original.
     assert rewards["strict"] > rewards["official"]
+
+
+def test_official_split_of_humaneval() -> None:
+    env = coding_env(split_scheme="official", split="eval")
+    eval_ids = env.task_source.ids("eval")
+    assert eval_ids == [f"HumanEval/{i}" for i in range(32)]
+    assert len(env.task_source) == 162 and "HumanEval/163" not in env.task_source.ids()  # 32 and 163: in neither
+    env.reset(seed=0)
+    assert env.task.task_id in eval_ids and env.state()["config"]["task"]["split_scheme"] == "official"
+    with pytest.raises(ValueError, match="no split of dataset 'decomposable'"):
+        coding_env(split_scheme="official", dataset="decomposable")
+    with pytest.raises(ValueError, match="no split of dataset 'news'"):
+        writing_env(split_scheme="official")

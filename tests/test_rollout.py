@@ -64,6 +64,7 @@ def test_lockstep_episodes_one_policy_call_per_turn(name: str, num_agents: int) 
         assert trajectory.turns == 3 and trajectory.team_return == pytest.approx(env.state()["team_return"])
         assert [s.turn for s in trajectory.agent_steps(first)] == ([1] if team else [1, 2, 3])
         assert trajectory.final_drafts == env.state()["drafts"]
+        assert trajectory.config == env.config.to_dict() and trajectory.config["team"]["num_agents"] == num_agents
         step = trajectory.steps[0]
         assert step.messages[0]["role"] == "system" and step.messages[1]["role"] == "user"
         assert isinstance(step.generation, Record) and step.generation.text == step.action

@@ -21,6 +21,9 @@ class CodingTaskConfig:
     ``.jsonl`` path in HumanEval's schema."""
     split: str = "train"
     """The split ``reset()`` draws from unless ``options={"split": ...}`` says otherwise."""
+    split_scheme: str = "hash"
+    """``"hash"`` (the dataset's own splits, else a stable hash of the task id) or ``"official"`` (MAGRPO's train/eval
+    slices, for datasets its official code uses)."""
     magrpo_harness: str = "strict"
     """MAGRPO mode's test run: ``"strict"`` (the env's program and held-out + visible asserts) or ``"official"``
     (the official code's program extraction and HumanEval test assembly, for comparison with published figures:
@@ -28,6 +31,7 @@ class CodingTaskConfig:
 
     def __post_init__(self) -> None:
         check_choice("split", self.split, SPLITS)
+        check_choice("split_scheme", self.split_scheme, ("hash", "official"))
         check_choice("magrpo_harness", self.magrpo_harness, MAGRPO_HARNESSES)
         if not isinstance(self.dataset, str):
             raise TypeError(f"dataset: expected str, got {type(self.dataset).__name__}")

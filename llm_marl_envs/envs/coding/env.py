@@ -173,7 +173,7 @@ class CodingEnv(CollaborativeTextEnv):
 
     def __init__(self, config: CodingConfig | None = None, **kwargs: Any) -> None:
         config = CodingConfig.from_arguments(config, **kwargs)
-        tasks = load_coding_tasks(config.task.dataset)
+        tasks = load_coding_tasks(config.task.dataset, config.task.split_scheme)
         super().__init__(coding_team(config.team.num_agents), tasks, config, config.task.split)
         sandbox = config.sandbox
         if isinstance(sandbox.executor, str):

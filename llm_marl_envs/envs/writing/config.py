@@ -19,10 +19,14 @@ class WritingTaskConfig:
     """``"news"`` (offline), ``"tldr"``/``"arxiv"`` (hub), or a ``.jsonl`` path."""
     split: str = "train"
     """The split ``reset()`` draws from unless ``options={"split": ...}`` says otherwise."""
+    split_scheme: str = "hash"
+    """``"hash"`` (the dataset's own splits, else a stable hash of the task id) or ``"official"`` (MAGRPO's train/eval
+    slices, for datasets its official code uses)."""
 
     def __post_init__(self) -> None:
         check_choice("style", self.style, STYLES)
         check_choice("split", self.split, SPLITS)
+        check_choice("split_scheme", self.split_scheme, ("hash", "official"))
         if not isinstance(self.dataset, str):
             raise TypeError(f"dataset: expected str, got {type(self.dataset).__name__}")
 

@@ -174,7 +174,8 @@ class WritingEnv(CollaborativeTextEnv):
     def __init__(self, config: WritingConfig | None = None, **kwargs: Any) -> None:
         config = WritingConfig.from_arguments(config, **kwargs)
         roles = writing_team(config.task.style, config.team.num_agents)
-        super().__init__(roles, load_writing_tasks(config.task.dataset), config, config.task.split)
+        tasks = load_writing_tasks(config.task.dataset, config.task.split_scheme)
+        super().__init__(roles, tasks, config, config.task.split)
         if self.reward_mode == "magrpo" and self.max_turns != 1 and self.magrpo_episode.reward_shift >= 0:
             # The official writing app plays one turn; with its shift of 0 every extra turn would add reward.
             raise ValueError(

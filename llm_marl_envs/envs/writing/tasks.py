@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from llm_marl_envs.core.magrpo_episode import official_split
 from llm_marl_envs.core.tasks import Task, TaskSource, load_hub_dataset, read_jsonl, record_split
 
 SOURCE_FIELDS: tuple[str, ...] = ("source", "text", "abstract", "prompt")
@@ -58,30 +59,42 @@ def tasks_from_records(name: str, records: Iterable[Mapping[str, Any]]) -> TaskS
     return TaskSource(name, tasks)
 
 
-def load_hub(name: str) -> TaskSource:
-    """A MAGRPO writing dataset from the hub (``"tldr"`` or ``"arxiv"``); train and validation/test splits."""
+def load_hub(name: str, split_scheme: str = "hash") -> TaskSource:
+    """A MAGRPO writing dataset from the hub (``"tldr"`` or ``"arxiv"``); train and validation/val/test splits
+    (arXiv's is named ``val``); ``split_scheme="official"``: MAGRPO's slices (train ``train[:1100]``, eval
+    ``test[:1100]`` / ``val[:1100]``)."""
     records = []
-    for hub_split, split in (("train", "train"), ("validation", "eval"), ("test", "eval")):
+    for hub_split, split in (("train", "train"), ("validation", "eval"), ("val", "eval"), ("test", "eval")):
         try:
             rows = load_hub_dataset(HUB_DATASETS[name], hub_split)
         except ValueError:  # the dataset has no such split
             continue
         for index, row in enumerate(rows):
+            if split_scheme == "official" and (split := official_split(name, hub_split, index)) is None:
+                continue
             text = str(row.get("prompt") or row.get("abstract") or row.get("text") or "")
             text = text.rsplit("TL;DR:", 1)[0] if name == "tldr" else text
             records.append({"task_id": f"{name}/{hub_split}/{index}", "source": text, "split": split})
     return tasks_from_records(name, records)
 
 
+SPLIT_SCHEMES: tuple[str, ...] = ("hash", "official")
+"""``hash``: the datasets' own splits, else a stable hash of the id; ``official``: MAGRPO's train/eval slices."""
+
+
 @functools.lru_cache(maxsize=8)
-def load_writing_tasks(dataset: str) -> TaskSource:
+def load_writing_tasks(dataset: str, split_scheme: str = "hash") -> TaskSource:
     """Load (once per process) the writing dataset named ``dataset`` (see module docstring)."""
     if not isinstance(dataset, str):
         raise TypeError(f"dataset: expected str, got {type(dataset).__name__}")
+    if split_scheme not in SPLIT_SCHEMES:
+        raise ValueError(f"split_scheme: expected one of {SPLIT_SCHEMES}, got {split_scheme!r}")
+    if split_scheme == "official" and dataset not in HUB_DATASETS:
+        raise ValueError(f"split_scheme='official': MAGRPO's official code has no split of dataset {dataset!r}")
     if dataset == "news":
         return load_news()
     if dataset in HUB_DATASETS:
-        return load_hub(dataset)
+        return load_hub(dataset, split_scheme)
     if dataset.endswith(".jsonl") or Path(dataset).is_file():
         return tasks_from_records(Path(dataset).stem, read_jsonl(dataset))
     raise ValueError(f"dataset: expected 'news', 'tldr', 'arxiv' or a .jsonl path, got {dataset!r}")
