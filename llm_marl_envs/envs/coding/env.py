@@ -16,18 +16,22 @@ then `aux`'s code, then `main`'s) runs against the task's unit tests in the sand
 (:mod:`llm_marl_envs.sandbox`); nothing model-written runs in the env's own process.
 
 ## Arguments
-`coding_v0.parallel_env(num_agents=2, dataset="humaneval", split="train", max_turns=3, observability="local",
-reward_mode="joint", reward_weights=None, similarity="auto", executor="auto", timeout_s=3.0, memory_mb=256,
-cache_verdicts=True, max_action_chars=8192, max_observation_chars=32768, render_mode=None)`
+`coding_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.coding.config.CodingConfig`, and/or
+its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limits=`, `task=`, `sandbox=`), and/or their
+fields as flat keywords, validated with errors that name the field:
 
-* `num_agents` — 1 (single agent / GRPO) to 4.
-* `dataset` — `"humaneval"` (164, offline), `"decomposable"` (60+ problems written for this project, offline),
-  `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema.
-* `executor` — `"auto"` (Docker when an engine and the sandbox image answer, else local), `"docker"`, `"local"`,
-  or an :class:`~llm_marl_envs.sandbox.Executor` instance; `timeout_s`/`memory_mb` are its per-run limits.
-  Executors made from a name are shared by every env of the process. `cache_verdicts` memoises reports of identical
-  programs (frequent among the G samples of a group).
-* the rest as in the writing env.
+* team: `num_agents` (1 = single agent / GRPO, to 4);
+* task: `dataset` — `"humaneval"` (164, offline), `"decomposable"` (66 problems written for this project, offline),
+  `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema; `split` (`"train"`/`"eval"`);
+  `split_scheme` (`"hash"`, or `"official"`: MAGRPO's slices); `magrpo_harness` (`"strict"`, or `"official"`: the
+  official code's program and test assembly for MAGRPO mode's reward);
+* sandbox: `executor` — `"auto"` (Docker when an engine and the sandbox image answer, else local), `"docker"`,
+  `"local"`, or an :class:`~llm_marl_envs.sandbox.Executor` instance; `timeout_s`/`memory_mb` are the per-run limits
+  of named backends; `cache_verdicts`: one verdict cache per executor shared by every env of the process (identical
+  programs, frequent among the G samples of a group, run once);
+* reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
+  `magrpo_episode`; `observability`, `max_observation_chars`; `max_turns` — 3, or MAGRPO's 2 in MAGRPO mode —,
+  `max_action_chars`), and `render_mode`.
 
 ## Observation Space
 A string: role and instruction, action protocol, the role's view of the problem (signature and docstring; `aux` also
@@ -104,8 +108,54 @@ call; agree on its arguments by message.
 After a step, a `## Feedback` section lists the visible tests and their verdicts, e.g.
 `- assert count_vowel_words('Anna ate one apple') == 4: error (TypeError)`.
 
+## Reward integrity
+Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 decomposable problems with honest
+aux/main splits, default settings, by team size; from
+`python -m benchmarks.reward_integrity --env coding --backends minilm --tasks 8 --pivot`. Every degenerate strategy
+loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`).
+`reviewer_silent` ties honest work by design (with the team right at once there is nothing to review). Known limits:
+a helper padded with code that does nothing (to inflate its share of the code), a main that inspects aux's code
+object instead of calling it, and a reviewer credited for a gain its content-free message did not cause.
+
+| strategy | honest | n=1 | n=2 | n=3 | n=4 |
+|---|---|---:|---:|---:|---:|
+| honest | yes | 1.45 | 1.43 | 1.44 | 1.44 |
+| reviewer_silent | yes |  |  |  | 1.44 |
+| honest_with_message | yes |  | 1.41 | 1.42 | 1.42 |
+| honest_revision | yes | 1.40 | 1.38 | 1.39 | 1.27 |
+| padding_turns |  | 1.40 | 1.38 | 1.39 | 1.39 |
+| reviewer_takes_credit |  |  |  |  | 1.39 |
+| aux_boxed_result |  |  | 1.34 | 1.37 | 1.37 |
+| handshake_helper |  |  | 1.30 | 1.35 | 1.35 |
+| padding_edits |  | 1.35 | 1.33 | 1.34 | 1.34 |
+| boxing_helper |  |  | 1.25 | 1.32 | 1.32 |
+| main_pastes_aux |  |  | 1.20 | 1.28 | 1.28 |
+| main_own_aux |  |  | 1.20 | 1.28 | 1.28 |
+| solo_hog |  |  | 1.20 | 1.28 | 1.28 |
+| dead_code_call |  |  | 1.20 | 1.28 | 1.28 |
+| discarded_call |  |  | 1.20 | 1.28 | 1.28 |
+| identity_helper |  |  | 1.20 | 1.28 | 1.28 |
+| aux_does_all |  |  | 1.20 | 1.28 | 1.28 |
+| main_inspects_aux |  |  | 1.20 | 1.28 | 1.28 |
+| tester_trivial |  |  |  | 1.27 | 1.27 |
+| tester_copies_visible |  |  |  | 1.27 | 1.27 |
+| tester_rephrased_visible |  |  |  | 1.27 | 1.27 |
+| tester_type_checks |  |  |  | 1.27 | 1.27 |
+| tester_wrong |  |  |  | 1.27 | 1.27 |
+| aux_writes_everything |  |  | 1.15 | 1.23 | 1.23 |
+| same_split_program |  |  | 0.95 | 1.12 | 1.12 |
+| same_full_program |  |  | 0.90 | 1.07 | 1.07 |
+| reviewer_spam |  |  |  |  | 0.83 |
+| message_spam |  |  | 0.71 | 0.38 | 0.04 |
+| hardcode_visible |  | 0.25 | 0.15 | 0.15 | 0.15 |
+| rigged_eq |  | 0.25 | 0.15 | 0.15 | 0.15 |
+| syntax_stubs |  | 0.25 | 0.15 | 0.15 | 0.15 |
+| empty |  | -0.05 | -0.05 | -0.05 | -0.05 |
+| prose |  | -0.05 | -0.05 | -0.05 | -0.05 |
+
 ## Version History
-* v0: initial release.
+* v0: initial release; rewards hardened against the integrity suite, held-out tests, counterfactual consistency,
+  MAGRPO's official episode (before the first tagged release).
 """
 
 from __future__ import annotations

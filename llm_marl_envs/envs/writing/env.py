@@ -17,18 +17,20 @@ paragraphs written from an abstract). Every agent reads the whole source but, un
 teammate's draft: coordination happens through `<message>` text and the shared reward.
 
 ## Arguments
-`writing_v0.parallel_env(num_agents=2, style="tldr", dataset="news", split="train", max_turns=3,
-observability="local", reward_mode="joint", reward_weights=None, similarity="auto", max_action_chars=8192,
-max_observation_chars=32768, render_mode=None)`
+`writing_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.writing.config.WritingConfig`,
+and/or its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limits=`, `task=`; see
+:mod:`llm_marl_envs.core.config`), and/or their fields as flat keywords, validated with errors that name the field:
 
-* `num_agents` — 1 (the single-agent/GRPO case) to 4; roles by style as in the table.
-* `style` — `"tldr"` or `"arxiv"`.
-* `dataset` — `"news"` (300 offline news articles from gensim's wheel), `"tldr"`/`"arxiv"` (hub, via `datasets`), or
-  a `.jsonl` path (`source`, optional `task_id`, `title`, `split`).
-* `split` — default split for `reset()`; `options={"split": ..., "task_id": ...}` overrides per episode.
-* `max_turns`, `observability` (`"local"` | `"team"`), `reward_mode` (`"joint"` | `"magrpo"`),
-  `reward_weights` (:class:`~llm_marl_envs.core.rewards.RewardWeights` or a dict), `similarity`
-  (`"auto"` | `"minilm"` | `"tfidf"`).
+* team: `num_agents` — 1 (the single-agent/GRPO case) to 4; roles by style as in the table.
+* task: `style` — `"tldr"` or `"arxiv"`; `dataset` — `"news"` (300 offline news articles from gensim's wheel),
+  `"tldr"`/`"arxiv"` (hub, via `datasets`), or a `.jsonl` path (`source`, optional `task_id`, `title`, `split`);
+  `split` — default split for `reset()` (`options={"split": ..., "task_id": ...}` overrides per episode);
+  `split_scheme` — `"hash"` or `"official"` (MAGRPO's slices of the hub datasets).
+* reward: `reward_mode` (`"joint"` | `"magrpo"`), `reward_weights` (:class:`~llm_marl_envs.core.rewards.RewardWeights`
+  or a dict), `similarity` (`"auto"` | `"minilm"` | `"tfidf"`), `magrpo_episode` (MAGRPO mode's episode knobs;
+  default: the official app's).
+* observation: `observability` (`"local"` | `"team"`), `max_observation_chars`; limits: `max_turns` (default 3; 1 in
+  MAGRPO mode, as the official writing app), `max_action_chars`; and `render_mode`.
 
 ## Observation Space
 A string: the role and its instruction, the action protocol, the source, the agent's own current draft, feedback on
@@ -102,8 +104,48 @@ Hundreds of people have been forced to vacate their homes in the Southern Highla
 ```
 The user message is the agent's observation exactly as `reset`/`step` return it.
 
+## Reward integrity
+Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 news articles with hand-written
+honest parts, default settings (MiniLM similarity), by team size; from
+`python -m benchmarks.reward_integrity --env writing --backends minilm --tasks 8 --pivot`. Every degenerate strategy
+loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`). Known
+limits: in the arXiv style with 2 agents, background and method share a word range, so swapping the two parts is not
+detected (the reward cannot tell what a paragraph is about); a part that quotes every number of the source gains
+nothing but loses little; the headline and limitations roles are underpaid when their content is shared.
+
+| strategy | honest | n=1 | n=2 | n=3 | n=4 |
+|---|---|---:|---:|---:|---:|
+| honest | yes | 1.41 | 1.45 | 1.44 | 1.43 |
+| honest_with_message | yes |  | 1.42 | 1.40 | 1.38 |
+| honest_two_drafts | yes | 1.36 | 1.40 | 1.39 | 1.38 |
+| padding_turns |  | 1.36 | 1.40 | 1.39 | 1.38 |
+| trickle |  | 1.31 | 1.35 | 1.34 | 1.33 |
+| number_dump |  |  | 1.14 | 1.22 | 1.24 |
+| first_sentence_only |  | 0.67 | 1.18 | 1.07 | 1.14 |
+| swap_roles |  |  | 0.96 | 1.02 | 1.03 |
+| message_spam |  |  | 0.80 | 0.50 | 0.19 |
+| generic_filler |  | 0.71 | 0.46 | 0.45 | 0.45 |
+| duplicate_parts |  |  | 0.70 | 0.62 | 0.69 |
+| solo_hog |  |  | 0.68 | 0.60 | 0.56 |
+| solo_hog_token |  |  | 0.68 | 0.60 | 0.65 |
+| glued_keywords |  | -0.05 | -0.05 | 0.46 | 0.59 |
+| sentence_repetition |  | 0.24 | 0.57 | 0.52 | 0.55 |
+| repetition |  | 0.28 | 0.47 | 0.52 | 0.51 |
+| shuffled_words |  | -0.01 | 0.02 | 0.40 | 0.51 |
+| headline_everywhere |  | 0.27 | 0.26 | 0.27 | 0.37 |
+| hallucinated_numbers |  | -0.05 | 0.19 | 0.23 | 0.30 |
+| off_topic |  | 0.16 | 0.10 | 0.09 | 0.11 |
+| keyword_split |  | -0.05 | -0.05 | -0.02 | 0.05 |
+| keyword_stuffing |  | -0.05 | -0.05 | -0.05 | -0.04 |
+| copy_evasion |  | -0.05 | -0.05 | -0.05 | -0.05 |
+| copy_lead |  | -0.05 | -0.05 | -0.05 | -0.05 |
+| copy_source |  | -0.05 | -0.05 | -0.05 | -0.05 |
+| copy_sentences |  | -0.05 | -0.05 | -0.05 | -0.05 |
+| empty |  | -0.05 | -0.05 | -0.05 | -0.05 |
+
 ## Version History
-* v0: initial release.
+* v0: initial release; rewards hardened against the integrity suite, held-out tests, counterfactual consistency,
+  MAGRPO's official episode (before the first tagged release).
 """
 
 from __future__ import annotations
