@@ -848,6 +848,15 @@ TESTER_TEAMS = (3, 4)
 CODING_STRATEGIES: tuple[Strategy, ...] = (
     # ------------------------------------------------------------------------------------------- honest
     _strategy("honest", True, "turn 1: every role submits its honest part and <done/>", _single_turn(lambda t, s: {})),
+    # Not degenerate: with the team right at once there is nothing to review, and silence is what an honest
+    # reviewer owes (a message would be pure cost). It must tie honest work, not beat it.
+    _strategy(
+        "reviewer_silent",
+        True,
+        "honest code; the reviewer has nothing to review and writes nothing",
+        _single_turn(_reviewer_silent),
+        (4,),
+    ),
     _strategy(
         "honest_revision",
         True,
@@ -1045,15 +1054,6 @@ CODING_STRATEGIES: tuple[Strategy, ...] = (
         False,
         "honest code re-sent; reviewer messages ~200 words to aux and main every turn until max_turns",
         _every_turn(_reviewer_spam),
-        (4,),
-    ),
-    # Not degenerate: with the team right at once there is nothing to review, and silence is what an honest
-    # reviewer owes (a message would be pure cost). It must tie honest work, not beat it.
-    _strategy(
-        "reviewer_silent",
-        True,
-        "honest code; the reviewer has nothing to review and writes nothing",
-        _single_turn(_reviewer_silent),
         (4,),
     ),
     _strategy(
