@@ -17,12 +17,13 @@ _SUBCOMMANDS: tuple[str, ...] = (
     "benchmarks.demo",
     "llm_marl_envs.sandbox.cli",
     "benchmarks.bench",
+    "trainers.cli",
 )
 DESCRIPTION = """Collaborative LLM agents as Dec-POMDPs (PettingZoo envs writing_v0 and coding_v0).
 
 What the command line does today: `demo` runs a few real episodes with a policy, `sandbox` builds, checks and
-cleans the Docker unit-test sandbox, `bench` runs the performance benchmarks. Training and the study are not
-commands yet; the envs themselves are a Python API (see README.md)."""
+cleans the Docker unit-test sandbox, `bench` runs the performance benchmarks, `train` trains a team with MAGRPO
+(checkpoints, exact resume). The study is not a command yet; the envs themselves are a Python API (see README.md)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,10 +13,11 @@ attribute (e.g. a generation record carrying token ids and log-probabilities, wh
 >>> [len(e.steps) for e in episodes], episodes[0].turns
 ([2, 2], 1)
 
-Lockstep: every turn, the live agents of every unfinished env are asked in *one* policy call (batched generation
-across agents and envs), then every env steps. Agents that finish early simply stop being asked. Envs whose step
-waits on the sandbox (``concurrent_steps``) are stepped from threads, so one turn's programs of all envs reach the
-executor's warm pool together instead of one env after another.
+The suite's envs are driven directly; any other PettingZoo ParallelEnv with text observations and actions goes
+through :class:`ChatEnv`. Lockstep: every turn, the live agents of every unfinished env are asked in *one* policy
+call (batched generation across agents and envs), then every env steps. Agents that finish early simply stop being
+asked. Envs whose step waits on the sandbox (``concurrent_steps``) are stepped from threads, so one turn's programs
+of all envs reach the executor's warm pool together instead of one env after another.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from llm_marl_envs.core.prompts import DEFAULT_SYSTEM_PROMPT, chat
 
 JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
 """How G samples per agent form joint actions: ``aligned`` pairs the k-th samples (G joint actions), ``cross`` takes
@@ -79,6 +82,57 @@ class EnvSchedule:
     def finish(self, env: Any, action: str, turn: int) -> str:
         """The action as generated."""
         return action
+
+
+class ChatEnv:
+    """Any PettingZoo ParallelEnv whose observations and actions are text, shaped as the runner drives the suite's
+    envs: it keeps the latest observations (``chat_messages`` wraps them with a system prompt), the turn and the team
+    return (the first agent's reward, summed), and a minimal ``state()``. Copies (``copy.deepcopy``) copy the inner
+    env, so trees branch from any env that deep-copies."""
+
+    def __init__(self, env: Any, system_prompt: str = DEFAULT_SYSTEM_PROMPT) -> None:
+        self.env, self.system_prompt = env, system_prompt
+        self.possible_agents = list(env.possible_agents)
+        self.turn, self.team_return, self.end_reason = 0, 0.0, None
+        self._observations: dict[str, str] = {}
+
+    @property
+    def agents(self) -> list[str]:
+        """The inner env's live agents."""
+        return list(self.env.agents)
+
+    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[dict, dict]:
+        """Reset the inner env and remember its observations."""
+        observations, infos = self.env.reset(seed=seed, options=None if options is None else dict(options))
+        self._observations = dict(observations)
+        self.turn, self.team_return, self.end_reason = 0, 0.0, None
+        return observations, infos
+
+    def step(self, actions: Mapping[str, str]) -> tuple:
+        """Step the inner env and remember what it returned."""
+        observations, rewards, terminations, truncations, infos = self.env.step(dict(actions))
+        self._observations.update(observations)
+        self.turn += 1
+        self.team_return += float(next(iter(rewards.values()))) if rewards else 0.0
+        if not self.env.agents:
+            self.end_reason = "truncated" if any(truncations.values()) else "terminated"
+        return observations, rewards, terminations, truncations, infos
+
+    def chat_messages(self, agent: str) -> list[dict[str, str]]:
+        """The agent's latest observation as ``[system, user]`` chat messages."""
+        return chat(self.system_prompt, str(self._observations[agent]))
+
+    def state(self) -> dict[str, Any]:
+        """What trajectories record: the turn, the team return and how the episode ended."""
+        task_id = str(getattr(self.env, "task_id", type(self.env).__name__))
+        return {
+            "task": {"task_id": task_id},
+            "turn": self.turn,
+            "team_return": self.team_return,
+            "end_reason": self.end_reason,
+            "drafts": {},
+            "config": {},
+        }
 
 
 @dataclass(frozen=True)

