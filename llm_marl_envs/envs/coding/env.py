@@ -309,8 +309,8 @@ class CodingEnv(CollaborativeTextEnv):
         contributions: dict[str, float | None] = {}
         dependent: dict[str, int] = {}
         if not solo:
+            team_passed = [o.passed for o in team_report.outcomes] if team_report else []
             for agent in (HELPER_NAME, "main"):
-                team_passed = [o.passed for o in team_report.outcomes] if team_report else []
                 runs_passed = [
                     [False] * len(all_tests)
                     if cf.program is None
