@@ -152,13 +152,28 @@ def choose_dtype(dtype: str = "auto", device: str = "cpu") -> str:
     return "bfloat16" if native_bf16 else "float32"
 
 
+CHATML_START, CHATML_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+
+
 def load_tokenizer(source: str) -> Any:
-    """The tokenizer of ``source`` with left padding and a pad token (batched generation needs both)."""
+    """The tokenizer of ``source`` with left padding, a ChatML end of turn as eos and a pad that is not a stop token.
+
+    SmolLM2's GGUF declares ``<|im_start|>`` as eos and has no pad. Its chat template ends every turn with
+    ``<|im_end|>``, so that is the eos here, and ``<|endoftext|>`` (id 0) pads: with pad == eos, code that cuts a
+    sequence at its first pad (CoMLRL does, for prompts) or masks every pad (TRL does, for completions) would drop
+    real text or a real end of turn.
+    """
     transformers = _import_transformers()
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
     tokenizer.padding_side = "left"  # generation continues from the right end of every row
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    vocab = tokenizer.get_vocab()
+    if tokenizer.eos_token == CHATML_START and CHATML_END in vocab:
+        tokenizer.eos_token = CHATML_END
+    if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
+        if END_OF_TEXT in vocab and END_OF_TEXT != tokenizer.eos_token:
+            tokenizer.pad_token = END_OF_TEXT
+        else:
+            tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 
@@ -176,9 +191,18 @@ def load_model(
     model.to(device)
     model.eval()
     tokenizer = load_tokenizer(source)
-    if model.generation_config.pad_token_id is None:
+    # The generation config follows the tokenizer where it has nothing better: stop at the end of turn (a model
+    # whose config lists several stop ids keeps them), pad with the pad token.
+    start_id = tokenizer.get_vocab().get(CHATML_START)
+    if model.generation_config.eos_token_id in (None, start_id):
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+    if model.generation_config.pad_token_id in (None, *_as_list(model.generation_config.eos_token_id)):
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     return LoadedModel(model=model, tokenizer=tokenizer, source=source, dtype=dtype, device=device)
+
+
+def _as_list(ids: Any) -> list[Any]:
+    return list(ids) if isinstance(ids, (list, tuple)) else [ids]
 
 
 def _import_transformers() -> Any:
