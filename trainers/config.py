@@ -53,6 +53,8 @@ class TrainerConfig:
     """Tree roots (env episodes) per optimisation step; all their nodes of one depth share one generate call."""
     max_completion_length: int = 128
     """New tokens per completion at most."""
+    min_completion_length: int = 0
+    """New tokens per completion at least (no stop token before; benchmarks set it to the maximum to fix lengths)."""
     temperature: float = 1.0
     """Sampling temperature (log-probabilities for the loss are always taken at temperature 1)."""
     top_p: float = 1.0
@@ -122,6 +124,7 @@ class TrainerConfig:
         for name in ("save_steps", "save_total_limit", "max_bad_steps"):
             check_int(name, getattr(self, name), 1)
         check_int("seed", self.seed, 0)
+        check_int("min_completion_length", self.min_completion_length, 0, self.max_completion_length)
         for name in ("temperature", "learning_rate", "epsilon"):
             check_positive(name, getattr(self, name))
         if not 0 < self.top_p <= 1:

@@ -525,11 +525,14 @@ class TeamModel:
                         records[i].append(record)
         return records
 
-    def as_rollout_policy(self, settings: GenerationSettings, *, logprobs: bool = True) -> TeamRolloutPolicy:
+    def as_rollout_policy(
+        self, settings: GenerationSettings, *, logprobs: bool = True, min_new_tokens: int = 0
+    ) -> TeamRolloutPolicy:
         """This team as the policy :func:`llm_marl_envs.rollout.run_episodes` / ``rollout_tree`` call: one record
         per :class:`~llm_marl_envs.rollout.ChatRequest` (``rollout_tree``'s G identical requests per agent are G rows
-        of the same single ``generate`` call)."""
-        return TeamRolloutPolicy(self, settings, logprobs)
+        of the same single ``generate`` call). ``min_new_tokens``: no stop before that many tokens (benchmarks use
+        it to fix completion lengths)."""
+        return TeamRolloutPolicy(self, settings, logprobs, min_new_tokens)
 
     def _generate_rows(self, group: _Group, encoded: list[list[int]], agents: list[str], settings: GenerationSettings,
                        logprobs: bool, min_new_tokens: int) -> list[Generation]:
@@ -697,10 +700,14 @@ class TeamRolloutPolicy:
     team: TeamModel
     settings: GenerationSettings
     logprobs: bool = True
+    min_new_tokens: int = 0
 
     def __call__(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         """One record per request."""
-        return [samples[0] for samples in self.team.generate(requests, self.settings, logprobs=self.logprobs)]
+        generated = self.team.generate(
+            requests, self.settings, logprobs=self.logprobs, min_new_tokens=self.min_new_tokens
+        )
+        return [samples[0] for samples in generated]
 
 
 def special_token_ids(tokenizer: Any, model: Any) -> tuple[int, frozenset[int]]:

@@ -160,7 +160,7 @@ class MAGRPOTrainer:
         with torch.no_grad():
             roots = rollout_tree(
                 self.envs,
-                self.team.as_rollout_policy(self.generation),
+                self.team.as_rollout_policy(self.generation, min_new_tokens=config.min_completion_length),
                 group_size=config.num_generations,
                 joint=config.joint_mode,
                 seeds=seeds,
