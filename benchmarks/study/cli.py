@@ -1,0 +1,342 @@
+"""``llm-marl bench study`` (``python -m benchmarks.study``): reproduce the seeds' 6,000-episode experiment.
+
+Conditions (``--conditions``): ``trained`` (the CTDE-trained team: one LoRA adapter per role from the MAGRPO trainer,
+each agent acting on its own observation), ``single`` (one agent does everything) and ``untrained`` (the same team
+size, prompt-based multi-turn collaboration, no learning) — the seeds' three — plus ``naive_concatenation``,
+``sequential_pipeline`` and ``one_round_discussion``. Defaults reproduce the design: 6,000 episodes over both envs ×
+team sizes {2, 3, 4} × conditions × held-out tasks × seeds. The trained condition needs ``--adapters DIR`` (team
+directories written by ``llm-marl train``, one per env and team size) or ``--train`` (train them first, into
+``OUT/teams/``). ``--preset smoke`` is a small design that trains briefly and evaluates the three conditions in
+minutes on 2 CPU cores; ``--policy scripted`` runs any design without a model (to check the machinery).
+
+Every episode is appended to ``OUT/episodes.jsonl`` as it ends (flushed and fsync-ed); running the same command
+again resumes — nothing lost, nothing run twice, also after a SIGKILL. ``OUT/study.json`` records the design, the
+policy, the config hash and the package versions; ``OUT/report.md`` (+ CSV, PNG) is written at the end, and
+``llm-marl bench report OUT`` rebuilds it from the log. ``--ray-address auto|HOST:PORT`` runs the batches as Ray
+tasks on a cluster.
+
+    llm-marl bench study --preset smoke --out runs/study-smoke
+    llm-marl bench study --adapters runs/teams/coding-2 ... --out runs/study
+    llm-marl bench study --preset smoke --policy scripted --out /tmp/s   # no model
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.study.design import (
+    CONDITIONS,
+    PRESETS,
+    PlannedEpisode,
+    StudyDesign,
+    TrainingPlan,
+    cells_needing_teams,
+    config_hash,
+)
+from benchmarks.study.episode_log import EpisodeLog
+from benchmarks.study.execution import POLICY_KINDS, PolicySpec, make_batches, run_local, run_ray
+from llm_marl_envs.registry import ENV_NAMES
+
+RECORD_NAME = "study.json"
+FULL_DESIGN_EPISODES = 6000
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The study's options (a design option left out takes the preset's value)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.study", description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--preset", choices=tuple(PRESETS), default="full",
+                        help="full: the seeds' 6,000-episode design; smoke: minutes on 2 CPU cores (default: full)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/study-PRESET)")
+    design = parser.add_argument_group("design (defaults from the preset)")
+    design.add_argument("--envs", nargs="+", default=None, metavar="ENV", help=f"of {list(ENV_NAMES)}")
+    design.add_argument("--sizes", nargs="+", type=int, default=None, metavar="N", help="team sizes (2-4)")
+    design.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help=f"of {list(CONDITIONS)}")
+    design.add_argument("--episodes", type=int, default=None, help="episodes in all, spread over the cells")
+    design.add_argument("--tasks", type=int, default=None, help="tasks per env (default: every task of the split)")
+    design.add_argument("--split", choices=("eval", "train"), default=None, help="task split (default: eval)")
+    design.add_argument("--seed", type=int, default=None)
+    design.add_argument("--max-turns", type=int, default=None, help="turn budget of multi-turn conditions")
+    design.add_argument("--max-new-tokens", type=int, default=None)
+    design.add_argument("--temperature", type=float, default=None)
+    design.add_argument("--top-p", type=float, default=None)
+    design.add_argument("--similarity", choices=("auto", "minilm", "tfidf"), default=None,
+                        help="similarity backend (auto: MiniLM, the seeds' consistency measure)")
+    design.add_argument("--executor", choices=("auto", "docker", "local"), default=None,
+                        help="coding env's unit-test executor")
+    model = parser.add_argument_group("policy")
+    model.add_argument("--policy", choices=POLICY_KINDS, default="local",
+                       help="local model, OpenAI-compatible endpoint, or scripted (no model)")
+    model.add_argument("--model", default=None, help="local model folder (default: the offline SmolLM2-135M)")
+    model.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32", "float16"))
+    model.add_argument("--base-url", default=None, help="endpoint: e.g. http://127.0.0.1:8000/v1")
+    model.add_argument("--endpoint-model", default=None, help="endpoint: served model name")
+    model.add_argument("--api-key-env", default="OPENAI_API_KEY", help="endpoint: env var holding the key")
+    model.add_argument("--adapters", nargs="+", type=Path, default=None, metavar="DIR",
+                       help="team directories of the trained condition (team.json + adapters/)")
+    model.add_argument("--train", action="store_true", help="train the trained condition's teams first")
+    model.add_argument("--train-steps", type=int, default=None, help="MAGRPO steps per team (with --train)")
+    run = parser.add_argument_group("execution")
+    run.add_argument("--batch-size", type=int, default=16, help="episodes per lockstep batch")
+    run.add_argument("--ray-address", default=None, help="run batches as Ray tasks: auto, HOST:PORT, ray://...")
+    run.add_argument("--ray-cpus-per-task", type=float, default=1.0)
+    run.add_argument("--ray-gpus-per-task", type=float, default=0.0)
+    run.add_argument("--no-report", action="store_true", help="log episodes only; build the report later")
+    run.add_argument("--json", type=Path, default=None, metavar="PATH",
+                     help="write the run's figures (episodes/min, projected full-design wall-clock) as JSON")
+    return parser
+
+
+def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPlan]:
+    """The design and training plan the preset and flags describe (validated; nothing runs)."""
+    preset = PRESETS[args.preset]
+    values: dict[str, Any] = dict(preset["design"])
+    flags = {"envs": args.envs, "team_sizes": args.sizes, "conditions": args.conditions, "episodes": args.episodes,
+             "tasks": args.tasks, "split": args.split, "seed": args.seed, "max_turns": args.max_turns,
+             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
+             "similarity": args.similarity}
+    values.update({k: v for k, v in flags.items() if v is not None})
+    if args.executor is not None:
+        values["env_kwargs"] = {"coding": {"executor": args.executor}}
+    training = dict(preset["training"])
+    if args.train_steps is not None:
+        training["steps"] = args.train_steps
+    return StudyDesign(**values), TrainingPlan(**training)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run (or resume) a study and write its report; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        design, training = design_from_args(args)
+        policy = _policy_spec(args)
+        out = args.out or Path(f"runs/study-{args.preset}")
+        if args.batch_size < 1:
+            raise ValueError(f"--batch-size: expected >= 1, got {args.batch_size}")
+        teams = _team_sources(args, design, training, policy, out)
+        plan = design.plan()
+    except (TypeError, ValueError, FileNotFoundError) as error:
+        print(f"study: {error}", file=sys.stderr)
+        return 2
+    parts = {"design": design.to_dict(), "policy": policy.to_dict(), "teams": teams.describe()}
+    digest = config_hash(parts)
+    log = EpisodeLog(out, digest)
+    _write_record(out, parts, digest, argv)
+    pending = [episode for episode in plan if episode.key not in log.done()]
+    print(f"[study] {len(plan)} planned episodes ({len(design.cells())} cells: {len(design.envs)} env(s) × "
+          f"sizes {list(design.team_sizes)} × {list(design.conditions)}); {len(plan) - len(pending)} already in "
+          f"{log.path}, {len(pending)} to run" + (f"; {log.torn_lines} torn line(s) dropped" if log.torn_lines else ""),
+          flush=True)
+    team_dirs = teams.prepare(pending) if pending else {}
+    started = time.perf_counter()
+    progress = _Progress(len(plan), len(plan) - len(pending))
+    batches = make_batches(pending, args.batch_size, team_dirs)
+
+    def on_rows(rows: list[dict[str, Any]]) -> None:
+        progress.update(log.append(rows))
+
+    if args.ray_address:
+        run_ray(batches, design, policy, on_rows, args.ray_address, args.ray_cpus_per_task, args.ray_gpus_per_task)
+    else:
+        run_local(batches, design, policy, on_rows)
+    elapsed = time.perf_counter() - started
+    progress.close()
+    figures = _figures(len(pending), elapsed, design)
+    print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
+          f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
+          f"{_duration(figures['projected_full_design_s'])} at this pace)", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({**figures, "config_hash": digest, "out": str(out)}, indent=2) + "\n")
+    if not args.no_report:
+        from benchmarks.study.report import build_report, print_headline
+
+        report = build_report(out)
+        print_headline(list(log.rows.values()))
+        print(f"[study] report: {report}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------- teams
+class _Teams:
+    """Where the trained condition's teams come from: given directories, training, or none needed."""
+
+    def __init__(self, given: dict[tuple[str, int], str], training: TrainingPlan | None, needed: list[tuple[str, int]],
+                 design: StudyDesign, policy: PolicySpec, out: Path) -> None:
+        self.given, self.training, self.needed = given, training, needed
+        self.design, self.policy, self.out = design, policy, out
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies the teams, for the config hash: adapter contents or the training plan."""
+        if self.given:
+            return {f"{env}-{size}": _team_fingerprint(Path(d)) for (env, size), d in sorted(self.given.items())}
+        if self.training is not None:
+            return {"train": self.training.__dict__, "teams": [f"{e}-{s}" for e, s in self.needed]}
+        return {}
+
+    def prepare(self, pending: Sequence[PlannedEpisode]) -> dict[tuple[str, int], str]:
+        """Team directory per (env, size) of the pending trained episodes (training the missing ones first)."""
+        wanted = sorted({(e.env, e.team_size) for e in pending if CONDITIONS[e.condition].trained})
+        if self.policy.kind == "scripted" or not wanted:
+            return {}
+        if self.given:
+            return dict(self.given)
+        return {cell: str(_train_team(cell, self.design, self.training, self.policy, self.out)) for cell in wanted}
+
+
+def _team_sources(args: argparse.Namespace, design: StudyDesign, training: TrainingPlan, policy: PolicySpec,
+                  out: Path) -> _Teams:
+    """Check before anything runs that the trained condition has its teams (or a way to get them)."""
+    needed = cells_needing_teams(design)
+    smoke_trains = args.preset == "smoke" and args.adapters is None
+    if args.adapters and args.train:
+        raise ValueError("give either --adapters DIR ... or --train, not both")
+    if not needed or policy.kind == "scripted":
+        return _Teams({}, None, needed, design, policy, out)
+    if policy.kind == "endpoint":
+        raise ValueError("the trained condition runs local adapters: use --policy local, or leave 'trained' out "
+                         "of --conditions for an endpoint study")
+    if args.adapters:
+        from baselines.policies.adapters import load_team_manifest
+
+        given: dict[tuple[str, int], str] = {}
+        for directory in args.adapters:
+            manifest = load_team_manifest(directory)  # FileNotFoundError / ValueError name the folder
+            given[(manifest.env_name, manifest.num_agents)] = str(directory)
+        missing = [f"{env} with {size} agents" for env, size in needed if (env, size) not in given]
+        if missing:
+            raise ValueError(f"--adapters: no team for {missing}; got teams for "
+                             f"{[f'{e} with {s} agents' for e, s in sorted(given)]}")
+        return _Teams(given, None, needed, design, policy, out)
+    if args.train or smoke_trains:
+        return _Teams({}, training, needed, design, policy, out)
+    raise ValueError("the trained condition needs --adapters DIR ... (teams from `llm-marl train`) or --train; "
+                     "or leave it out with --conditions")
+
+
+def _train_team(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan | None, policy: PolicySpec,
+                out: Path) -> Path:
+    """Train (or finish training) the team of ``cell`` with the MAGRPO trainer; its run folder is a team directory."""
+    from trainers import checkpoint
+    from trainers.config import TrainerConfig
+    from trainers.magrpo import MAGRPOTrainer
+
+    assert plan is not None
+    env, size = cell
+    run_dir = out / "teams" / f"{env}-{size}"
+    env_kwargs = {"similarity": design.similarity, **design.env_kwargs.get(env, {}), "max_turns": plan.max_turns}
+    config = TrainerConfig(
+        env=env, num_agents=size, env_kwargs=env_kwargs, model=policy.model or "default",
+        num_generations=plan.num_generations, envs_per_step=plan.envs_per_step,
+        max_completion_length=plan.max_completion_length, learning_rate=plan.learning_rate, lora_r=plan.lora_r,
+        temperature=design.temperature or 1.0, steps=plan.steps, seed=design.seed, output_dir=str(run_dir),
+        save_steps=max(1, plan.steps // 4),
+    )
+    found = checkpoint.checkpoints(run_dir) if run_dir.exists() else []
+    if found:
+        if checkpoint.read_config(run_dir).to_dict() != config.to_dict():
+            raise ValueError(f"{run_dir}: trained with another configuration; remove it or use another --out")
+        trainer = checkpoint.resume(run_dir)
+        if trainer.step >= plan.steps and (run_dir / "team.json").is_file():
+            print(f"[study] team {env}-{size}: trained ({trainer.step} steps) in {run_dir}", flush=True)
+            return run_dir
+    else:
+        trainer = MAGRPOTrainer(config)
+    print(f"[study] training team {env}-{size} ({list(trainer.agents)}) from step {trainer.step} to {plan.steps}",
+          flush=True)
+    trainer.train(on_step=lambda row: print(
+        f"[study]   {env}-{size} step {row['step']}/{plan.steps}: reward {row['reward']:.3f}, "
+        f"{row['step_time']:.1f} s", flush=True))
+    return run_dir
+
+
+def _team_fingerprint(directory: Path) -> dict[str, Any]:
+    """The manifest and a digest of the adapter weights: a different team is a different study."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted((directory / "adapters").rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(directory).as_posix().encode())
+            digest.update(path.read_bytes())
+    return {"manifest": json.loads((directory / "team.json").read_text(encoding="utf-8")),
+            "adapters_sha256": digest.hexdigest()[:16]}
+
+
+# ------------------------------------------------------------------------------------------------------- the rest
+def _policy_spec(args: argparse.Namespace) -> PolicySpec:
+    if args.policy == "endpoint" and not (args.base_url and args.endpoint_model):
+        raise ValueError("--policy endpoint needs --base-url URL and --endpoint-model NAME")
+    if args.model is not None and not Path(args.model).is_dir():
+        raise ValueError(f"--model: no model folder at {args.model!r} (leave it out for the offline SmolLM2)")
+    return PolicySpec(kind=args.policy, model=args.model, dtype=args.dtype, base_url=args.base_url,
+                      endpoint_model=args.endpoint_model, api_key_env=args.api_key_env)
+
+
+def _write_record(out: Path, parts: dict[str, Any], digest: str, argv: Sequence[str] | None) -> None:
+    """``OUT/study.json``: what the study is (design, policy, teams, hash) and what it ran with (versions)."""
+    packages = {}
+    for name in ("llm-marl-envs", "torch", "transformers", "peft", "numpy", "scipy", "statsmodels", "ray"):
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    record = {**parts, "config_hash": digest, "python": platform.python_version(), "platform": platform.platform(),
+              "packages": packages, "argv": list(sys.argv[1:] if argv is None else argv)}
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / f".{RECORD_NAME}.tmp"
+    staging.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(staging, out / RECORD_NAME)
+
+
+def _figures(episodes: int, elapsed: float, design: StudyDesign) -> dict[str, Any]:
+    rate = episodes / elapsed * 60 if elapsed > 0 and episodes else float("nan")
+    return {"episodes_run": episodes, "wall_s": elapsed, "episodes_per_minute": rate,
+            "planned_episodes": design.episodes,
+            "projected_full_design_s": FULL_DESIGN_EPISODES / rate * 60 if rate == rate and rate > 0 else None}
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "an unknown time"
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
+
+
+class _Progress:
+    """Episodes done of the plan, episodes/min and ETA: a tqdm bar on a terminal, one plain line per batch else."""
+
+    def __init__(self, total: int, done: int) -> None:
+        self.total, self.done, self.start_done = total, done, done
+        self.start = time.perf_counter()
+        self.bar = None
+        if sys.stdout.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit="episode", desc="study", dynamic_ncols=True)
+
+    def update(self, count: int) -> None:
+        self.done += count
+        if self.bar is not None:
+            self.bar.update(count)
+            return
+        elapsed = time.perf_counter() - self.start
+        rate = (self.done - self.start_done) / elapsed * 60 if elapsed > 0 else float("nan")
+        left = (self.total - self.done) / rate * 60 if rate > 0 else None
+        print(f"[study] {self.done}/{self.total} episodes, {rate:.1f} episodes/min, ETA {_duration(left)}",
+              flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,129 @@
+"""The study's plan (cells, pairing, validation) and its episode log (fsync-ed appends, torn lines, resume)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from benchmarks.study.design import CONDITIONS, StudyDesign, config_hash
+from benchmarks.study.episode_log import EpisodeLog, read_rows
+
+
+def small_design(**changes) -> StudyDesign:
+    values = {"team_sizes": (2, 3), "episodes": 40, "tasks": 3, "similarity": "tfidf"}
+    return StudyDesign(**{**values, **changes})
+
+
+def test_full_design_plans_exactly_6000_unique_episodes_over_18_cells():
+    design = StudyDesign(similarity="tfidf")
+    plan = design.plan()
+    assert len(plan) == 6000
+    assert len({episode.key for episode in plan}) == 6000
+    per_cell = Counter((e.env, e.team_size, e.condition) for e in plan)
+    assert len(per_cell) == 18 and set(per_cell.values()) == {333, 334}
+    # Held-out tasks by default, several seeds per task.
+    assert {e.seed for e in plan if e.env == "coding"} >= {0, 1, 2}
+
+
+def test_every_condition_plays_the_same_tasks_and_seeds_so_episodes_pair():
+    plan = small_design(episodes=36).plan()
+    by_condition: dict[str, set] = {}
+    for e in plan:
+        by_condition.setdefault(e.condition, set()).add((e.env, e.team_size, e.task, e.seed))
+    assert by_condition["trained"] == by_condition["single"] == by_condition["untrained"]
+    assert all(e.num_agents == 1 for e in plan if e.condition == "single")
+    assert all(e.num_agents == e.team_size for e in plan if e.condition != "single")
+
+
+def test_tasks_come_from_the_chosen_split_and_the_seed():
+    design = small_design()
+    ids = design.task_ids("coding")
+    assert len(ids) == 3 and ids == small_design().task_ids("coding")
+    assert ids != small_design(seed=5).task_ids("coding")
+    from llm_marl_envs.registry import make_env
+
+    evaluation = set(make_env("coding", num_agents=1).task_source.ids("eval"))
+    assert set(ids) <= evaluation
+
+
+def test_env_kwargs_follow_the_condition():
+    design = small_design(max_turns=4)
+    assert design.env_kwargs_for("writing", "single", 3)["num_agents"] == 1
+    assert design.env_kwargs_for("writing", "untrained", 3) == {
+        "similarity": "tfidf", "num_agents": 3, "max_turns": 4, "observability": "team"}
+    trained = design.env_kwargs_for("coding", "trained", 2)
+    assert trained["observability"] == "local" and trained["max_turns"] == 4
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"conditions": ("trained", "solo")}, "condition"),
+        ({"team_sizes": (2, 5)}, "team size"),
+        ({"team_sizes": (1,)}, "team size"),
+        ({"envs": ("poetry",)}, "env"),
+        ({"episodes": 3}, "episodes"),
+        ({"team_sizes": (2, 2)}, "listed twice"),
+        ({"split": "test"}, "split"),
+    ],
+)
+def test_bad_designs_are_one_clear_error(changes, message):
+    with pytest.raises(ValueError, match=message):
+        small_design(**changes)
+
+
+def test_asking_for_more_tasks_than_the_split_has_is_refused():
+    with pytest.raises(ValueError, match="tasks"):
+        small_design(tasks=10_000).plan()
+
+
+def test_conditions_registry_names_the_seeds_three_and_the_other_baselines():
+    assert {"trained", "single", "untrained"} <= set(CONDITIONS)
+    assert {"naive_concatenation", "sequential_pipeline", "one_round_discussion"} <= set(CONDITIONS)
+    assert [c for c in CONDITIONS.values() if c.trained] == [CONDITIONS["trained"]]
+
+
+def test_config_hash_changes_with_what_decides_outcomes():
+    a = config_hash({"design": small_design().to_dict()})
+    assert a == config_hash({"design": small_design().to_dict()})
+    assert a != config_hash({"design": small_design(max_new_tokens=64).to_dict()})
+
+
+# ------------------------------------------------------------------------------------------------------------- log
+def test_log_appends_durably_and_ignores_keys_it_has(tmp_path):
+    log = EpisodeLog(tmp_path, "h1")
+    assert log.append([{"key": "a", "x": 1}, {"key": "b", "x": 2}]) == 2
+    assert log.append([{"key": "a", "x": 99}, {"key": "c", "x": 3}]) == 1
+    again = EpisodeLog(tmp_path, "h1")
+    assert again.done() == {"a", "b", "c"}
+    assert again.rows["a"]["x"] == 1
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert [json.loads(line)["key"] for line in lines] == ["a", "b", "c"]
+    assert all(json.loads(line)["config_hash"] == "h1" for line in lines)
+
+
+def test_a_torn_last_line_is_cut_before_the_next_append(tmp_path):
+    log = EpisodeLog(tmp_path, "h1")
+    log.append([{"key": "a"}])
+    with (tmp_path / "episodes.jsonl").open("a") as handle:
+        handle.write('{"key": "b", "config_hash": "h1", "tur')  # a kill in the middle of a write
+    resumed = EpisodeLog(tmp_path, "h1")
+    assert resumed.done() == {"a"} and resumed.torn_lines == 1
+    resumed.append([{"key": "b"}])
+    rows = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["a", "b"]
+
+
+def test_another_studys_log_is_refused(tmp_path):
+    EpisodeLog(tmp_path, "h1").append([{"key": "a"}])
+    with pytest.raises(ValueError, match="another study"):
+        EpisodeLog(tmp_path, "h2")
+
+
+def test_read_rows_keeps_the_first_row_per_key_and_skips_garbage(tmp_path):
+    (tmp_path / "episodes.jsonl").write_text('{"key": "a", "v": 1}\nnot json\n{"key": "a", "v": 2}\n[1]\n')
+    assert read_rows(tmp_path) == [{"key": "a", "v": 1}]
+    with pytest.raises(FileNotFoundError):
+        read_rows(tmp_path / "missing")

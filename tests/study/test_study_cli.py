@@ -1,0 +1,147 @@
+"""The study command end to end: the smoke preset, resume after SIGKILL, bad options, Ray scale-out."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks.study.cli import build_parser, design_from_args, main
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTED = ["--policy", "scripted", "--similarity", "tfidf", "--executor", "local"]
+
+
+def logged(out: Path) -> list[dict]:
+    path = out / "episodes.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+def planned_keys(argv: list[str]) -> set[str]:
+    design, _ = design_from_args(build_parser().parse_args(argv))
+    return {episode.key for episode in design.plan()}
+
+
+def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(tmp_path, capsys):
+    argv = ["--preset", "smoke", *SCRIPTED, "--out", str(tmp_path)]
+    assert main(argv) == 0
+    rows = logged(tmp_path)
+    assert {r["key"] for r in rows} == planned_keys(argv)
+    assert {r["condition"] for r in rows} == {"trained", "single", "untrained"}
+    assert {r["env"] for r in rows} == {"writing", "coding"}
+    single = [r for r in rows if r["condition"] == "single"]
+    assert all(r["num_agents"] == 1 and r["consistency_similarity"] is None for r in single)
+    teams = [r for r in rows if r["condition"] != "single"]
+    assert all(r["consistency_similarity"] is not None and r["duplication"] is not None for r in teams)
+    assert all(r["pass_rate"] is not None for r in rows if r["env"] == "coding")
+    record = json.loads((tmp_path / "study.json").read_text())
+    assert record["config_hash"] == rows[0]["config_hash"] and record["packages"]["llm-marl-envs"]
+    assert (tmp_path / "report.md").is_file()
+    out = capsys.readouterr().out
+    assert "episodes/min" in out
+    # Running the same command again finds everything done and runs nothing.
+    assert main(argv) == 0
+    assert len(logged(tmp_path)) == len(rows)
+    assert "0 to run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--conditions", "trained", "telepathy"], "condition"),
+        (["--sizes", "2", "5"], "team size"),
+        (["--adapters", "/nonexistent/team"], "team.json"),
+        (["--episodes", "0"], "episodes"),
+        (["--policy", "endpoint"], "base-url"),
+        (["--train", "--adapters", "/x"], "not both"),
+    ],
+)
+def test_bad_options_are_one_clear_error_before_any_episode(tmp_path, capsys, argv, message):
+    assert main([*argv, "--similarity", "tfidf", "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "episodes.jsonl").exists()
+
+
+def test_the_trained_condition_needs_teams_or_training(tmp_path, capsys):
+    assert main(["--similarity", "tfidf", "--out", str(tmp_path)]) == 2
+    assert "--adapters" in capsys.readouterr().err
+
+
+def _study_process(argv: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "benchmarks.study", *argv], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_sigkill_at_several_points_then_resume_runs_exactly_the_plan(tmp_path):
+    argv = ["--preset", "smoke", *SCRIPTED, "--episodes", "48", "--tasks", "4", "--batch-size", "1",
+            "--no-report", "--out", str(tmp_path)]
+    plan = planned_keys(argv)
+    kills = 0
+    for threshold in (1, 9, 25):
+        process = _study_process(argv)
+        while len(logged(tmp_path)) < threshold and process.poll() is None:
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        kills += process.returncode == -signal.SIGKILL
+        assert len(logged(tmp_path)) < len(plan), "the run finished before it could be killed"
+    assert kills == 3
+    # A kill can also land mid-write: leave a torn row behind as well.
+    with (tmp_path / "episodes.jsonl").open("a") as handle:
+        handle.write('{"key": "torn')
+    process = _study_process(argv)
+    assert process.wait(timeout=300) == 0, process.stderr.read()
+    keys = Counter(row["key"] for row in logged(tmp_path))
+    assert set(keys) == plan and set(keys.values()) == {1}
+    assert all(line.endswith("}") for line in (tmp_path / "episodes.jsonl").read_text().splitlines())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_ray_scale_out_against_a_local_ray_instance_logs_and_resumes_the_same_way(tmp_path):
+    pytest.importorskip("ray")
+    ray = str(Path(sys.executable).with_name("ray"))
+    port = _free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    started = subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                              "--disable-usage-stats"], capture_output=True, text=True, env=env, timeout=180)
+    assert started.returncode == 0, started.stderr
+    try:
+        argv = ["--preset", "smoke", *SCRIPTED, "--episodes", "24", "--tasks", "4", "--batch-size", "2",
+                "--no-report", "--out", str(tmp_path)]
+        # Half the plan locally, killed; the rest on the cluster: one log, nothing twice.
+        process = _study_process(argv)
+        while len(logged(tmp_path)) < 6 and process.poll() is None:
+            time.sleep(0.005)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        local = {row["key"] for row in logged(tmp_path)}
+        done = subprocess.run([sys.executable, "-m", "benchmarks.study", *argv, "--ray-address", f"127.0.0.1:{port}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = logged(tmp_path)
+        keys = Counter(row["key"] for row in rows)
+        assert set(keys) == planned_keys(argv) and set(keys.values()) == {1}
+        ray_rows = [row for row in rows if row["key"] not in local]
+        assert ray_rows, "the cluster ran nothing"
+        # Ray ran them in its worker processes, not in the driver.
+        driver_pids = {row["worker"] for row in rows if row["key"] in local}
+        assert not {row["worker"] for row in ray_rows} & driver_pids
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=120)
