@@ -81,18 +81,3 @@ class EpisodeLog:
             os.fsync(handle.fileno())
         return len(fresh)
 
-
-def read_rows(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a study's log as they are (any config hash), skipping torn lines; first row per key wins."""
-    path = Path(directory) / LOG_NAME
-    if not path.is_file():
-        raise FileNotFoundError(f"{directory}: no {LOG_NAME}; is it a study's output folder?")
-    rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and "key" in row:
-            rows.setdefault(row["key"], row)
-    return list(rows.values())

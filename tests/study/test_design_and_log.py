@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from benchmarks.study.design import CONDITIONS, StudyDesign, config_hash
-from benchmarks.study.episode_log import EpisodeLog, read_rows
+from benchmarks.study.episode_log import EpisodeLog
 
 
 def small_design(**changes) -> StudyDesign:
@@ -121,9 +121,3 @@ def test_another_studys_log_is_refused(tmp_path):
     with pytest.raises(ValueError, match="another study"):
         EpisodeLog(tmp_path, "h2")
 
-
-def test_read_rows_keeps_the_first_row_per_key_and_skips_garbage(tmp_path):
-    (tmp_path / "episodes.jsonl").write_text('{"key": "a", "v": 1}\nnot json\n{"key": "a", "v": 2}\n[1]\n')
-    assert read_rows(tmp_path) == [{"key": "a", "v": 1}]
-    with pytest.raises(FileNotFoundError):
-        read_rows(tmp_path / "missing")

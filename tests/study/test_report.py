@@ -1,0 +1,413 @@
+"""The study report on synthetic episode rows with known differences: every file is written, the CSV numbers equal
+values recomputed here independently (numpy/scipy, not the report's code path), the paired/Welch choice follows
+the episodes present, single-agent consistency is excluded, and the headline matches hand arithmetic."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from benchmarks.study import report
+
+TASKS = ("t0", "t1", "t2")
+SEEDS = (0, 1)
+SIZES = (2, 3)
+ENVS = ("writing", "coding")
+CONDITIONS = ("trained", "untrained", "single")
+
+
+def episode(condition: str, env: str, size: int, t: int, s: int) -> dict[str, Any]:
+    """One synthetic episode; the formulas fix each condition's means (worked out in ``test_headline_by_hand``)."""
+    parity = (t + s) % 2  # over the 3 tasks x 2 seeds: 0,1,1,0,0,1 -> mean 0.5
+    if condition == "trained":
+        turns = 2 + parity + (size - 2)
+        success = not (t == 2 and s == 1)  # 5 of 6
+        pass_rate = 0.75 + 0.05 * t  # mean 0.80
+        sim, contrib, dup = 0.6 + 0.05 * t, 0.7 - 0.1 * s, 0.1 + 0.01 * t  # means 0.65, 0.65, 0.11
+        team_return, quality = 1.0 + 0.1 * t - 0.05 * s, 0.7 + 0.02 * s
+    elif condition == "untrained":
+        turns = 8 + parity + (size - 2)
+        success = t == 0  # 2 of 6
+        pass_rate = 0.45 + 0.1 * s  # mean 0.50
+        sim, contrib, dup = 0.48 + 0.04 * s, 0.4 + 0.05 * t, 0.2 + 0.05 * s  # means 0.50, 0.45, 0.225
+        team_return, quality = 0.5 + 0.1 * t, 0.6 + 0.03 * t
+    else:  # single: one agent, so no consistency at all
+        turns = 11 + t + (size - 2)
+        success = t == 0 and s == 0
+        pass_rate = 0.3 + 0.1 * t
+        sim = contrib = dup = None
+        team_return, quality = 0.3 + 0.05 * s, 0.55 + 0.01 * t
+    if env == "coding":
+        quality += 0.05  # an env offset, so pooled and per-env figures differ
+    return {
+        "key": f"{condition}/{env}/{size}/{TASKS[t]}/{s}",
+        "config_hash": "abc123",
+        "condition": condition,
+        "env": env,
+        "team_size": size,
+        "num_agents": 1 if condition == "single" else size,
+        "task": TASKS[t],
+        "seed": s,
+        "turns": turns,
+        "team_return": team_return,
+        "quality": quality,
+        "success": success,
+        "pass_rate": pass_rate if env == "coding" else None,
+        "consistency_similarity": sim,
+        "consistency_contribution": contrib,
+        "duplication": dup,
+        "end_reason": "done",
+        "wall_time_s": 0.1,
+        "texts": {"agent_0": "draft"},
+    }
+
+
+def synthetic_rows() -> list[dict[str, Any]]:
+    """3 tasks x 2 seeds x 2 sizes x 3 conditions x 2 envs = 72 episodes."""
+    return [
+        episode(c, e, size, t, s)
+        for c in CONDITIONS
+        for e in ENVS
+        for size in SIZES
+        for t in range(len(TASKS))
+        for s in SEEDS
+    ]
+
+
+# The coding/untrained episode dropped from the log: coding's size-3 and pooled trained-vs-untrained comparisons lose
+# a partner and must fall back to Welch; everything else stays paired.
+DROPPED = "untrained/coding/3/t2/1"
+
+
+def canonical_rows() -> list[dict[str, Any]]:
+    """The rows the report should end up with (the log below adds noise the reader must remove)."""
+    return [r for r in synthetic_rows() if r["key"] != DROPPED]
+
+
+def write_log(path: Path) -> None:
+    """The canonical rows plus the damage a real log can carry: a duplicated key (the first row counts, as in the
+    episode log), a line that is not JSON, a row missing required fields, a row with a non-numeric metric, and a
+    torn last line."""
+    rows = canonical_rows()
+    lines = [json.dumps(r) for r in rows]
+    lines.append(json.dumps({**rows[0], "turns": 999}))  # a second row for rows[0]'s key: ignored
+    lines.insert(5, "this is not json")
+    lines.insert(9, json.dumps({"condition": "trained", "env": "writing"}))
+    lines.insert(12, json.dumps({**rows[3], "key": "x/y", "turns": "many"}))
+    lines.append("")  # a blank line is not malformed
+    text = "\n".join(lines) + '\n{"key": "trained/writing/2/t0/0", "condition": "tra'  # torn, no newline
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One report over the damaged synthetic log, shared by the checks below (plots are the slow part)."""
+    out = tmp_path_factory.mktemp("study")
+    write_log(out / "episodes.jsonl")
+    assert report.build_report(out) == out / "report.md"
+    return out
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """CSV rows as dicts of strings."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def num(text: str) -> float:
+    """A CSV cell as a float; empty cells are undefined (NaN)."""
+    return float("nan") if text == "" else float(text)
+
+
+def cell(rows: list[dict[str, Any]], condition: str, env: str, size: int | str) -> list[dict[str, Any]]:
+    """The canonical rows of one summary cell."""
+    return [
+        r
+        for r in rows
+        if r["condition"] == condition and r["env"] == env and (size == "all" or r["team_size"] == size)
+    ]
+
+
+def present(values: list[Any]) -> list[float]:
+    """Non-missing values as floats."""
+    return [float(v) for v in values if v is not None]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_every_file_is_written(built: Path) -> None:
+    for name in ("report.md", "summary.csv", "tests.csv", "regression.csv"):
+        assert (built / name).stat().st_size > 0, name
+    for env in ENVS:
+        for kind in ("bars", "scatter"):
+            png = built / f"{kind}_{env}.png"
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    md = (built / "report.md").read_text(encoding="utf-8")
+    for section in ("## Headline", "## How to read this", "## Summary", "## Tests", "## Regression", "## Plots"):
+        assert section in md
+    # The reader's damage report: 4 malformed lines (not JSON, missing fields, non-numeric turns, torn last line)
+    # and 1 duplicate key; 71 usable episodes.
+    assert "4 malformed line(s) skipped" in md
+    assert "1 duplicate episode key(s) ignored, the first row kept" in md
+    assert "configurations" not in md  # one config hash: no mixed-study warning
+    assert "71 episodes" in md
+    # Every cell has 6 (or 5) episodes, fewer than FEW_EPISODES = 10: the report must say so.
+    assert report.FEW_EPISODES == 10
+    assert "fewer than 10 episodes" in md and report.FEW_MARK in md
+
+
+def test_reader_counts_malformed_lines_and_keeps_the_first_duplicate(built: Path) -> None:
+    log = report.read_episodes(built / "episodes.jsonl")
+    assert (log.malformed, log.duplicates, len(log.rows)) == (4, 1, 71)
+    first = next(r for r in log.rows if r["key"] == canonical_rows()[0]["key"])
+    assert first["turns"] == canonical_rows()[0]["turns"] != 999
+
+
+def test_summary_numbers_equal_independent_recomputation(built: Path) -> None:
+    rows = canonical_rows()
+    summary = read_csv(built / "summary.csv")
+    # 3 conditions x 2 envs x (2 sizes + pooled) = 18 records.
+    assert len(summary) == 18
+    checked = 0
+    for rec in summary:
+        size: int | str = rec["team_size"] if rec["team_size"] == "all" else int(rec["team_size"])
+        expected_rows = cell(rows, rec["condition"], rec["env"], size)
+        assert int(rec["n"]) == len(expected_rows)
+        for metric in report.METRICS:
+            xs = present([r[metric] for r in expected_rows])
+            assert int(rec[f"{metric}_n"]) == len(xs)
+            if not xs:
+                # Missing stays missing: single-agent consistency and writing's pass rate are empty, never 0.
+                assert rec[f"{metric}_mean"] == rec[f"{metric}_ci_low"] == rec[f"{metric}_ci_high"] == ""
+                continue
+            mean = float(np.mean(xs))
+            half = sps.t.ppf(0.975, len(xs) - 1) * float(np.std(xs, ddof=1)) / math.sqrt(len(xs))
+            assert num(rec[f"{metric}_mean"]) == pytest.approx(mean, abs=1e-12)
+            assert num(rec[f"{metric}_ci_low"]) == pytest.approx(mean - half, abs=1e-12)
+            assert num(rec[f"{metric}_ci_high"]) == pytest.approx(mean + half, abs=1e-12)
+            checked += 1
+    assert checked > 100
+    # Spot values by hand: trained writing size 2 turns = 2 + parity, mean 2.5; untrained success = 2/6.
+    by = {(r["condition"], r["env"], r["team_size"]): r for r in summary}
+    assert num(by[("trained", "writing", "2")]["turns_mean"]) == 2.5
+    assert num(by[("untrained", "writing", "all")]["success_mean"]) == pytest.approx(1 / 3)
+    assert by[("single", "coding", "2")]["consistency_similarity_n"] == "0"
+    assert by[("trained", "writing", "all")]["pass_rate_n"] == "0"
+
+
+def test_tests_csv_picks_paired_or_welch_and_matches_scipy(built: Path) -> None:
+    rows = canonical_rows()
+    tests = read_csv(built / "tests.csv")
+    assert tests, "no comparison written"
+    seen_tests = set()
+    for rec in tests:
+        assert rec["condition_a"] == "trained"
+        size: int | str = rec["team_size"] if rec["team_size"] == "all" else int(rec["team_size"])
+        metric, other, env = rec["metric"], rec["condition_b"], rec["env"]
+        a_rows = cell(rows, "trained", env, size)
+        b_rows = cell(rows, other, env, size)
+        # Expected choice: paired exactly when coding's dropped untrained episode is not in scope.
+        welch_expected = other == "untrained" and env == "coding" and size in (3, "all")
+        assert rec["test"] == ("Welch t" if welch_expected else "paired t"), rec
+        seen_tests.add(rec["test"])
+        if rec["test"] == "paired t":
+            key = lambda r: (r["task"], r["seed"], r["team_size"])  # noqa: E731
+            a = [r[metric] for r in sorted(a_rows, key=key)]
+            b = [r[metric] for r in sorted(b_rows, key=key)]
+            with warnings.catch_warnings():
+                # scipy warns on constant differences (turns: −6 in every pair); the reference is still ±inf.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ref = sps.ttest_rel(np.asarray(a, float), np.asarray(b, float))
+            diffs = np.asarray(a, float) - np.asarray(b, float)
+            effect = diffs.mean() / diffs.std(ddof=1) if diffs.std(ddof=1) > 0 else float("nan")
+            assert rec["effect_name"] == "d_z"
+            assert int(rec["n_a"]) == int(rec["n_b"]) == len(a)
+        else:
+            a = present([r[metric] for r in a_rows])
+            b = present([r[metric] for r in b_rows])
+            ref = sps.ttest_ind(a, b, equal_var=False)
+            pooled = math.sqrt(((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1))
+                               / (len(a) + len(b) - 2))
+            effect = (np.mean(a) - np.mean(b)) / pooled
+            assert rec["effect_name"] == "d"
+            assert (int(rec["n_a"]), int(rec["n_b"])) == (len(a), len(b))
+        if not math.isfinite(ref.statistic):
+            # scipy says ±inf or NaN on zero variance (e.g. turns: trained − untrained = −6 in every pair);
+            # the report leaves t and p undefined and says why.
+            assert rec["t"] == rec["p"] == "" and rec["significant"] == "" and "zero variance" in rec["note"]
+            continue
+        assert num(rec["t"]) == pytest.approx(float(ref.statistic), rel=1e-9)
+        assert num(rec["p"]) == pytest.approx(float(ref.pvalue), rel=1e-9, abs=1e-15)
+        assert num(rec["effect_size"]) == pytest.approx(float(effect), rel=1e-9)
+        assert rec["significant"] == str(float(ref.pvalue) < 0.05)
+        # Per-size cells have 6 (or 5) episodes per side, pooled ones 12 (or 11): only the former are "few".
+        assert rec["few"] == str(size != "all")
+    assert seen_tests == {"paired t", "Welch t"}
+    # Single-agent consistency is excluded, so no consistency comparison against single exists at all.
+    assert not [r for r in tests if r["condition_b"] == "single" and r["metric"] in report.CONSISTENCY_COLUMNS]
+    # Writing has no pass rate, so no pass-rate comparison there; coding has them.
+    assert not [r for r in tests if r["env"] == "writing" and r["metric"] == "pass_rate"]
+    assert [r for r in tests if r["env"] == "coding" and r["metric"] == "pass_rate"]
+    # Every (env, size or pooled, other condition) scope appears.
+    scopes = {(r["env"], r["team_size"], r["condition_b"]) for r in tests}
+    assert scopes == {(e, s, c) for e in ENVS for s in ("2", "3", "all") for c in ("untrained", "single")}
+
+
+def test_regression_csv_matches_closed_form_ols(built: Path) -> None:
+    rows = canonical_rows()
+    fits = read_csv(built / "regression.csv")
+    assert fits
+    for rec in fits:
+        scope = [
+            r
+            for r in rows
+            if (rec["env"] == "all" or r["env"] == rec["env"])
+            and (rec["condition"] == "all" or r["condition"] == rec["condition"])
+            and r[rec["consistency"]] is not None
+        ]
+        assert int(rec["n"]) == len(scope)
+        assert all(r["condition"] != "single" for r in scope)
+        t = np.array([r["turns"] for r in scope], float)
+        c = np.array([r[rec["consistency"]] for r in scope], float)
+        y = (t - t.min()) / (t.max() - t.min())
+        x = (c - c.min()) / (c.max() - c.min())
+        # OLS in closed form: β = Sxy/Sxx, α = ȳ − β·x̄, R² = corr(x, y)².
+        beta = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+        assert num(rec["beta"]) == pytest.approx(beta, abs=1e-9)
+        assert num(rec["alpha"]) == pytest.approx(y.mean() - beta * x.mean(), abs=1e-9)
+        assert num(rec["r2"]) == pytest.approx(np.corrcoef(x, y)[0, 1] ** 2, abs=1e-9)
+        assert num(rec["beta_ci_low"]) < num(rec["beta"]) < num(rec["beta_ci_high"])
+    # Single episodes have no consistency, so no single fit; every other scope is there.
+    assert {r["condition"] for r in fits} == {"all", "trained", "untrained"}
+    assert {r["env"] for r in fits} == {"writing", "coding", "all"}
+    # Pooled over conditions, trained's fewer turns and higher similarity give a negative slope.
+    pooled = next(r for r in fits if r["env"] == "writing" and r["condition"] == "all"
+                  and r["consistency"] == "consistency_similarity")
+    assert num(pooled["beta"]) < 0 and num(pooled["p_beta"]) < 0.05
+
+
+def test_headline_by_hand() -> None:
+    head = report.headline(synthetic_rows())
+    assert head["primary"] == "untrained" and head["baselines"] == ["untrained", "single"]
+    by = {m["metric"]: m for m in head["metrics"]}
+    vs_untrained = {k: m["vs"]["untrained"] for k, m in by.items()}
+    # Turns, pooled over envs and sizes: trained 2 + parity + (size − 2) -> 2.5 (size 2), 3.5 (size 3), mean 3.0;
+    # untrained 8 + parity + (size − 2) -> mean 9.0; factor 9.0 / 3.0 = 3.0x fewer (the paper: 3.1x).
+    assert vs_untrained["turns"]["trained_mean"] == 3.0 and vs_untrained["turns"]["baseline_mean"] == 9.0
+    assert vs_untrained["turns"]["value"] == pytest.approx(3.0)
+    assert vs_untrained["turns"]["text"] == "3.00x fewer"
+    # Single: 11 + t + (size − 2) -> mean 11 + 1 + 0.5 = 12.5; 12.5 / 3.0 = 4.1667x fewer.
+    assert by["turns"]["vs"]["single"]["value"] == pytest.approx(12.5 / 3.0)
+    # Similarity consistency: trained 0.6 + 0.05t -> 0.65, untrained 0.48 + 0.04s -> 0.50: (0.65 − 0.5)/0.5 = +30 %.
+    assert vs_untrained["consistency_similarity"]["value"] == pytest.approx(30.0)
+    # Contribution: 0.65 vs 0.45 -> +44.4 %; duplication: 0.11 vs 0.225 -> −51.1 %.
+    assert vs_untrained["consistency_contribution"]["value"] == pytest.approx(100 * 0.2 / 0.45)
+    assert vs_untrained["duplication"]["value"] == pytest.approx(100 * (0.11 - 0.225) / 0.225)
+    # Pass rate (coding only): 0.80 vs 0.50 -> +60 % relative, +30 percentage points, over the 12 coding episodes
+    # per side (2 sizes x 3 tasks x 2 seeds).
+    pr = vs_untrained["pass_rate"]
+    assert pr["value"] == pytest.approx(60.0) and pr["points"] == pytest.approx(30.0)
+    assert (pr["n_trained"], pr["n_baseline"]) == (12, 12)
+    assert pr["text"] == "+60.0 % (+30.0 pp)"
+    # Success: 5/6 vs 2/6 -> (5/6 − 1/3)/(1/3) = +150 %, +50 pp.
+    assert vs_untrained["success"]["value"] == pytest.approx(150.0)
+    assert vs_untrained["success"]["points"] == pytest.approx(50.0)
+    # Single agents have no consistency: n/a, not a change against 0.
+    assert by["consistency_similarity"]["vs"]["single"]["text"] == "n/a (no values)"
+    assert by["consistency_similarity"]["vs"]["single"]["n_baseline"] == 0
+    # The seeds' figures sit next to ours.
+    assert by["turns"]["paper_value"] == 3.1 and by["consistency_similarity"]["paper_value"] == 19.4
+    assert by["pass_rate"]["paper_value"] == 21.7
+    table = report.format_headline(head)
+    assert "trained vs untrained" in table and "3.1x fewer" in table and "3.00x fewer" in table
+    assert table.index("similarity") < table.index("contribution") < table.index("duplication")
+
+
+def test_only_writing_one_size_and_a_missing_condition(tmp_path: Path) -> None:
+    # Only writing (pass rate all None), only team size 2, no untrained condition.
+    rows = [
+        r
+        for r in synthetic_rows()
+        if r["env"] == "writing" and r["team_size"] == 2 and r["condition"] != "untrained"
+    ]
+    path = report.build_report(tmp_path, rows=rows)
+    md = path.read_text(encoding="utf-8")
+    assert (tmp_path / "bars_writing.png").exists() and (tmp_path / "scatter_writing.png").exists()
+    assert not (tmp_path / "bars_coding.png").exists()
+    summary = read_csv(tmp_path / "summary.csv")
+    assert {r["pass_rate_mean"] for r in summary} == {""}
+    tests = read_csv(tmp_path / "tests.csv")
+    assert {r["condition_b"] for r in tests} == {"single"}
+    assert "pass_rate" not in {r["metric"] for r in tests}
+    head = report.headline(rows)
+    assert head["primary"] == "single"
+    assert {m["metric"]: m for m in head["metrics"]}["pass_rate"]["vs"]["single"]["text"] == "n/a (no values)"
+    assert "trained vs single" in md
+    # Single has no consistency and trained alone is fitted: the regression has only trained/pooled rows.
+    assert {r["condition"] for r in read_csv(tmp_path / "regression.csv")} == {"all", "trained"}
+
+
+def test_no_trained_condition_still_reports(tmp_path: Path) -> None:
+    rows = [r for r in synthetic_rows() if r["condition"] != "trained" and r["env"] == "coding"]
+    md = report.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
+    assert "No `trained` episodes" in md
+    assert read_csv(tmp_path / "tests.csv") == []  # header only
+    assert (tmp_path / "tests.csv").read_text(encoding="utf-8").startswith("env,team_size,metric")
+
+
+def test_zero_variance_comparison_is_reported_as_undefined(tmp_path: Path) -> None:
+    # Every trained and every untrained episode has the same turns: the turns test is undefined, not significant.
+    rows = [
+        {**r, "turns": 3 if r["condition"] == "trained" else 7}
+        for r in synthetic_rows()
+        if r["condition"] != "single" and r["env"] == "writing"
+    ]
+    report.build_report(tmp_path, rows=rows)
+    turns = [r for r in read_csv(tmp_path / "tests.csv") if r["metric"] == "turns"]
+    assert turns and all(r["t"] == "" and r["significant"] == "" and "zero variance" in r["note"] for r in turns)
+    assert "n/a (zero variance" in (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+def test_print_headline_and_mixed_configurations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = synthetic_rows()
+    report.print_headline(rows)
+    assert "3.00x fewer" in capsys.readouterr().out  # 9.0 / 3.0, see test_headline_by_hand
+    mixed = [{**r, "config_hash": "other"} if r["condition"] == "single" else r for r in rows]
+    mixed = [{**r, "similarity_backend": "tfidf"} for r in mixed]
+    md = report.build_report(tmp_path, rows=mixed).read_text(encoding="utf-8")
+    assert "mixes 2 study configurations" in md
+    assert "measured with: tfidf (the seeds used MiniLM)" in md
+
+
+def test_main_rebuilds_and_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing"
+    assert report.main([str(missing)]) == 2
+    assert "no episode log" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "episodes.jsonl").write_text("", encoding="utf-8")
+    assert report.main([str(empty)]) == 2
+    assert "no usable episode rows" in capsys.readouterr().err
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "episodes.jsonl").write_text('{"condition": "tr', encoding="utf-8")
+    assert report.main([str(torn)]) == 2
+    assert "1 malformed line(s) skipped" in capsys.readouterr().err
+    good = tmp_path / "good"
+    good.mkdir()
+    rows = [r for r in synthetic_rows() if r["env"] == "writing" and r["team_size"] == 2]
+    (good / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert report.main([str(good)]) == 0
+    out = capsys.readouterr().out
+    # Size 2 only: trained turns 2 + parity -> 2.5, untrained 8 + parity -> 8.5; 8.5 / 2.5 = 3.4x fewer.
+    assert "trained vs untrained" in out and "3.40x fewer" in out
+    assert (good / "report.md").exists()
