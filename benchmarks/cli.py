@@ -21,9 +21,10 @@ _SUBCOMMANDS: tuple[str, ...] = (
 )
 DESCRIPTION = """Collaborative LLM agents as Dec-POMDPs (PettingZoo envs writing_v0 and coding_v0).
 
-What the command line does today: `demo` runs a few real episodes with a policy, `sandbox` builds, checks and
-cleans the Docker unit-test sandbox, `bench` runs the performance benchmarks, `train` trains a team with MAGRPO
-(checkpoints, exact resume). The study is not a command yet; the envs themselves are a Python API (see README.md)."""
+`demo` runs a few real episodes with a policy (or a trained team: --adapters DIR), `sandbox` builds, checks and
+cleans the Docker unit-test sandbox, `train` trains a team with MAGRPO (checkpoints, exact resume), `bench` runs the
+benchmarks — among them `bench study`, the 6,000-episode study (trained team vs single agent vs untrained team), and
+`bench report DIR`, which rebuilds a study's report. The envs themselves are a Python API (see README.md)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,12 +23,12 @@ def test_top_level_help_names_only_commands_that_exist(capsys: pytest.CaptureFix
     assert set(commands) == {"demo", "sandbox", "bench", "train"}
     for command in commands:
         assert f"`{command}`" in text  # the description says what each one does
-    assert "The study is not a command yet" in text
+    assert "`bench study`" in text and "`bench report DIR`" in text
 
 
 def test_bench_lists_every_benchmark_module(capsys: pytest.CaptureFixture[str]) -> None:
     found = bench.benchmarks()
-    expected = {"env_overhead", "policy_throughput", "sandbox_throughput", "sandbox_hostile"}
+    expected = {"env_overhead", "policy_throughput", "sandbox_throughput", "sandbox_hostile", "study", "report"}
     assert expected <= set(found) and not {"cli", "bench", "demo", "progress"} & set(found)
     assert all(summary for summary in found.values())
     with pytest.raises(SystemExit):
