@@ -849,6 +849,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "DIR/episodes.jsonl.",
     )
     parser.add_argument("dir", type=Path, help="the study's output folder (holds episodes.jsonl)")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the headline as JSON")
     args = parser.parse_args(argv)
     try:
         log = read_episodes(args.dir / LOG_NAME)
@@ -856,7 +857,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, EmptyLogError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(format_headline(headline(log.rows)))
+    head = headline(log.rows)
+    print(format_headline(head))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(head, indent=2, default=str) + "\n", encoding="utf-8")
     skipped = f" ({log.malformed} malformed line(s) skipped)" if log.malformed else ""
     print(f"\nreport: {path}{skipped}")
     return 0
