@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     # "usage: llm-marl [-h] ...", a command that does not take those options.
     program, sys.argv[0] = sys.argv[0], f"llm-marl bench {args.name}"
     try:
-        return int(module.main(list(args.args)) or 0)
+        status = module.main(list(args.args))
+        # main() returns an exit status; a benchmark that returns its figures (a dict) succeeded.
+        return status if isinstance(status, int) else 0
     finally:
         sys.argv[0] = program

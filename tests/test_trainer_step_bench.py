@@ -1,0 +1,86 @@
+"""benchmarks/trainer_step.py end to end on a tiny random-weight model: every case runs in its own interpreter with the
+real trainers (ours, CoMLRL's, TRL's and the floor), and the JSON's ratios are the ratios of the medians it reports."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks import trainer_step
+
+NEW_TOKENS = 4
+GROUP = 2
+CASES = {
+    f"ours_n2_g{GROUP}": (2, 1), f"comlrl_n2_g{GROUP}": (2, 1), f"ours_n1x2_g{GROUP}": (1, 2),
+    f"trl_n1x2_g{GROUP}": (1, 2), f"floor_g{GROUP}": (1, 2), f"ours_n1_g{GROUP}": (1, 1), f"ours_n4_g{GROUP}": (4, 1),
+}
+"""Every case of one G: (agents, prompts per agent per step)."""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    path = tmp_path_factory.mktemp("bench") / "trainer_step.json"
+    status = trainer_step.main(["--tiny", "--steps", "1", "--warmup", "0", "--new-tokens", str(NEW_TOKENS),
+                                "--groups", str(GROUP), "--json", str(path)])
+    report = json.loads(Path(path).read_text(encoding="utf-8"))
+    errors = {row["name"]: row["error"] for row in report["cases"] if "error" in row}
+    assert status == 0 and not errors, errors
+    return report
+
+
+@pytest.mark.slow
+def test_every_case_ran_with_fixed_length_completions_and_positive_finite_figures(report: dict) -> None:
+    rows = {row["name"]: row for row in report["cases"]}
+    assert sorted(rows) == sorted(CASES)
+    for name, (agents, prompts) in CASES.items():
+        row = rows[name]
+        assert (row["agents"], row["group"]) == (agents, GROUP)
+        assert row["completions_per_step"] == agents * prompts * GROUP
+        assert len(row["step_s"]) == 1  # --steps 1 --warmup 0
+        for key in ("median_step_s", "median_generation_s", "peak_memory_gib"):
+            assert math.isfinite(row[key]) and row[key] > 0, (name, key, row[key])
+        assert row["median_generation_s"] < row["median_step_s"], name
+        # min = max new tokens: every trainer sampled exactly NEW_TOKENS tokens per completion and trains on all of
+        # them; CoMLRL alone cuts a completion at its first pad token, which a random model may sample.
+        full = row["completions_per_step"] * NEW_TOKENS
+        if row["framework"] == "comlrl":
+            assert 0 < row["completion_tokens"][0] <= full, name
+        else:
+            assert row["completion_tokens"] == [full], name
+
+
+@pytest.mark.slow
+def test_ratios_are_the_ratios_of_the_reported_medians(report: dict) -> None:
+    step = {row["name"]: row["median_step_s"] for row in report["cases"]}
+    memory = {row["name"]: row["peak_memory_gib"] for row in report["cases"]}
+    expected = {
+        "ratio_vs_comlrl": step[f"ours_n2_g{GROUP}"] / step[f"comlrl_n2_g{GROUP}"],
+        "ratio_vs_trl": step[f"ours_n1x2_g{GROUP}"] / step[f"trl_n1x2_g{GROUP}"],
+        "ratio_vs_floor": step[f"ours_n2_g{GROUP}"] / step[f"floor_g{GROUP}"],
+        "memory_ratio_n4_n1": memory[f"ours_n4_g{GROUP}"] / memory[f"ours_n1_g{GROUP}"],
+    }
+    assert set(trainer_step.TARGETS) == set(expected)
+    for name, value in expected.items():
+        assert report[name] == pytest.approx(value, rel=1e-12), name
+        assert report["passed"][name] == (value <= report["targets"][name])
+    assert report["by_group"][str(GROUP)] == {k: report[k] for k in ("ratio_vs_comlrl", "ratio_vs_trl",
+                                                                     "ratio_vs_floor")}
+    assert report["targets"] == trainer_step.TARGETS
+
+
+@pytest.mark.slow
+def test_the_report_describes_the_run(report: dict) -> None:
+    assert report["benchmark"] == "trainer_step"
+    assert (report["steps"], report["warmup"], report["new_tokens"], report["groups"]) == (1, 0, NEW_TOKENS, [GROUP])
+    assert report["device"] == "cpu" and report["dtype"] == "float32"
+    assert report["peer_finetuning"] == "full"
+    assert all(row["memory_source"] == "ru_maxrss" for row in report["cases"])
+
+
+def test_plan_cases_follows_only_and_measures_team_size_at_the_first_group_only() -> None:
+    names = [case.name for case in trainer_step.plan_cases([4, 8], ["ours", "floor"])]
+    assert names == ["ours_n2_g4", "ours_n1x2_g4", "floor_g4", "ours_n1_g4", "ours_n4_g4",
+                     "ours_n2_g8", "ours_n1x2_g8", "floor_g8"]
