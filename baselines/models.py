@@ -170,7 +170,7 @@ def load_tokenizer(source: str) -> Any:
     if tokenizer.eos_token == CHATML_START and CHATML_END in vocab:
         tokenizer.eos_token = CHATML_END
     if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
-        if END_OF_TEXT in vocab and END_OF_TEXT != tokenizer.eos_token:
+        if END_OF_TEXT in vocab and tokenizer.eos_token != END_OF_TEXT:
             tokenizer.pad_token = END_OF_TEXT
         else:
             tokenizer.pad_token = tokenizer.eos_token

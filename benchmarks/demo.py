@@ -2,11 +2,14 @@
 
 Without arguments it runs 2 episodes of each env (2 agents, at most 2 turns, 96 new tokens) with the offline default
 model SmolLM2-135M-Instruct through the minimal local-model loop (each agent acts on its raw observation).
-``--baseline`` picks one of the five collaboration baselines instead; ``--policy`` picks the backend. Progress
-(episodes and turns done, ETA) shows while the episodes run; the table comes at the end.
+``--baseline`` picks one of the five collaboration baselines instead; ``--policy`` picks the backend.
+``--adapters DIR`` plays a trained team: the output folder of ``llm-marl train`` (or one of its checkpoints), whose
+``team.json`` fixes the env, the team size and the env's arguments. Progress (episodes and turns done, ETA) shows
+while the episodes run; the table comes at the end.
 
     llm-marl demo [--baseline NAME] [--env writing|coding|both] [--episodes N] [--num-agents N]
                   [--max-new-tokens N] [--max-turns N] [--policy local|endpoint|scripted|adapters] [--json PATH]
+    llm-marl demo --adapters DIR [--episodes N] [--max-turns N] [--max-new-tokens N]
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ def register(subparsers: Any) -> None:
                         help="local and adapters policies: compute dtype (auto: bfloat16 where the hardware runs it "
                         "natively, else float32 on CPU and float16 on GPU)")
     parser.add_argument("--team-dir", default=None, help="adapters policy: the team directory")
+    parser.add_argument("--adapters", default=None, metavar="DIR",
+                        help="play a trained team: DIR is a team directory (llm-marl train's output folder or one of "
+                        "its checkpoints: team.json + adapters/<agent>/); its env and team size come from team.json "
+                        "(same as --policy adapters --team-dir DIR)")
     parser.add_argument("--base-url", default=None, help="endpoint policy: e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--endpoint-model", default=None, help="endpoint policy: served model name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="endpoint policy: env var with the key")
@@ -78,6 +85,7 @@ def register(subparsers: Any) -> None:
 
 def build_policy(args: argparse.Namespace) -> Policy:
     """The policy the flags ask for (a clear error when a backend's required flag is missing)."""
+    _resolve_adapters(args)
     if args.policy == "local":
         return make_policy("local", model=args.model, dtype=args.dtype)
     if args.policy == "adapters":
@@ -92,8 +100,27 @@ def build_policy(args: argparse.Namespace) -> Policy:
     return make_policy("scripted")
 
 
+def _resolve_adapters(args: argparse.Namespace) -> None:
+    """``--adapters DIR`` is ``--policy adapters --team-dir DIR``, checked before any model loads."""
+    folder = getattr(args, "adapters", None)
+    if folder is None:
+        return
+    from baselines.policies.adapters import MANIFEST_NAME
+
+    if args.team_dir is not None and Path(args.team_dir) != Path(folder):
+        raise SystemExit("--adapters DIR and --team-dir name two different teams; give one of them")
+    if not Path(folder).is_dir():
+        raise SystemExit(f"--adapters {folder}: no such folder")
+    if not (Path(folder) / MANIFEST_NAME).is_file():
+        raise SystemExit(f"--adapters {folder}: no {MANIFEST_NAME} there, so it is not a team directory; give the "
+                         f"output folder of `llm-marl train` (or one of its checkpoint-* folders), which holds "
+                         f"{MANIFEST_NAME} and adapters/<agent>/")
+    args.policy, args.team_dir = "adapters", folder
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo episodes, print the summary and optionally write JSON; returns the exit status."""
+    _resolve_adapters(args)
     settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p,
                                   max_new_tokens=args.max_new_tokens, seed=args.seed)
     envs = list(ENV_NAMES) if args.env == "both" else [args.env]

@@ -149,6 +149,8 @@ class AgentStep:
     truncated: bool
     generation: Any = None
     """The policy's completion object when it was not a plain string (token ids, log-probabilities...)."""
+    info: Mapping[str, Any] = field(default_factory=dict)
+    """The env's whole ``infos[agent]`` of this step (quality terms, test counts, action problems...)."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,7 @@ def _agent_steps(turn: int, records: Mapping[str, tuple], actions: Mapping[str, 
             terminated=bool(terminations[agent]),
             truncated=bool(truncations[agent]),
             generation=None if isinstance(completion, str) else completion,
+            info=dict(infos[agent]),
         )
         for agent, (messages, completion) in records.items()
     ]

@@ -1,7 +1,9 @@
-"""The ``llm-marl`` front door: the top-level help says what exists, ``bench`` lists and runs the benchmarks."""
+"""The ``llm-marl`` front door: the top-level help says what exists, ``bench`` lists and runs the benchmarks, ``train``
+writes a team directory that ``demo --adapters`` plays."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -73,3 +75,65 @@ def test_building_the_cli_imports_no_benchmark_and_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def _tiny_model_folder(folder: Path) -> Path:
+    """The trainer tests' tiny random-weight model (vocabulary 320, 2 layers) saved as a model folder."""
+    sys.path.insert(0, str(ROOT / "tests" / "baselines"))
+    from baseline_helpers import tiny_model
+
+    loaded = tiny_model(seed=0)
+    loaded.model.save_pretrained(folder)
+    loaded.tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.slow
+def test_train_writes_a_team_that_demo_adapters_plays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _tiny_model_folder(tmp_path / "tiny")
+    config = tmp_path / "cfg.yaml"
+    config.write_text("env_kwargs:\n  similarity: tfidf\n  max_turns: 1\nenvs_per_step: 1\n", encoding="utf-8")
+    out = tmp_path / "team"
+    status = cli.main(["train", "--config", str(config), "--env", "writing_v0", "--model", str(model), "--steps", "2",
+                       "--num-generations", "2", "--max-completion-length", "6", "--report-to", "none",
+                       "--output", str(out)])
+    assert status == 0
+    text = capsys.readouterr().out
+    # Not a terminal: one plain line per step with the reward and the step time, then where the team is.
+    assert "step 1: reward " in text and "step 2: reward " in text and " s, " in text
+    assert f"play it: llm-marl demo --adapters {out}" in text
+    assert not (out / "tensorboard").exists()  # --report-to none
+    roles = list(json.loads((out / "team.json").read_text())["roles"])
+
+    report = tmp_path / "demo.json"
+    status = cli.main(["demo", "--adapters", str(out), "--episodes", "1", "--max-turns", "1", "--max-new-tokens", "6",
+                       "--dtype", "float32", "--json", str(report)])
+    assert status == 0
+    played = json.loads(report.read_text())
+    assert played["policy"] == "adapters"
+    (episode,) = played["episodes"]  # the team's env only (not both), with the team's size
+    assert episode["env"] == "writing" and episode["agents"] == roles and episode["turns"] == 1
+
+
+def test_demo_adapters_needs_a_team_directory(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"--adapters .*: no team\.json there, so it is not a team directory"):
+        cli.main(["demo", "--adapters", str(tmp_path)])
+    with pytest.raises(SystemExit, match="no such folder"):
+        cli.main(["demo", "--adapters", str(tmp_path / "missing")])
+
+
+def test_train_progress_bar_shows_reward_and_step_time() -> None:
+    from trainers.cli import StepProgress
+
+    stream = io.StringIO()
+    row = {"step": 3, "reward": 0.25, "reward_std": 0.1, "loss": 0.5, "step_time": 1.5, "tokens_per_second": 10.0,
+           "skipped": False}
+    with StepProgress(5, initial=2, stream=stream, live=True) as progress:
+        progress.on_step(row)
+        progress.on_step({**row, "step": 4, "loss": float("nan"), "skipped": True})
+    text = stream.getvalue()
+    assert "4/5" in text and "reward=0.250" in text and "step_time=1.5s" in text
+    assert "step 4: reward 0.250 (std 0.100), loss nan (skipped: non-finite loss)" in text
+    plain = io.StringIO()
+    StepProgress(5, stream=plain).on_step(row)  # not a terminal: a plain line
+    assert plain.getvalue() == "step 3: reward 0.250 (std 0.100), loss 0.5000, 1.5 s, 10 tokens/s\n"

@@ -1,8 +1,10 @@
 """Checkpoints: everything a run needs to continue exactly — adapters, optimizers, RNG states, step, config.
 
 A checkpoint is the folder ``DIR/checkpoint-<step>``: ``adapters/<agent>/`` (peft format), ``optimizers.pt``,
-``rng.pt`` and ``state.json`` (step, config). It is written into a temporary folder and renamed into place, so a run
-killed while saving leaves the previous checkpoints intact; only the last ``keep`` are kept.
+``rng.pt`` and ``state.json`` (step, config), plus ``team.json`` when the run's env and base model are known, so a
+checkpoint is also a team directory (``baselines.policies.adapters``; ``llm-marl demo --adapters``). It is written
+into a temporary folder and renamed into place, so a run killed while saving leaves the previous checkpoints intact;
+only the last ``keep`` are kept.
 """
 
 from __future__ import annotations
@@ -40,6 +42,36 @@ def read_config(directory: str | Path) -> TrainerConfig:
     return TrainerConfig.from_mapping(json.loads(path.read_text(encoding="utf-8")))
 
 
+def write_team_manifest(directory: str | Path, trainer: MAGRPOTrainer) -> Path | None:
+    """``directory/team.json`` for the team whose adapters are in ``directory/adapters/<agent>/``; returns its path,
+    or None when no manifest can be honest: the envs did not come from the registry (a custom ``env_factory``), the
+    base model is unknown (a caller's team without ``base_model``) or the agents have different bases.
+
+    The manifest (``baselines.policies.adapters``, format 1) names the env by its versioned module (``writing_v0``,
+    from the registry through ``TEAM_ENVS``), the base model, ``env_kwargs``, the agents as roles and the sampling
+    settings of training (temperature, top-p, ``max_completion_length`` new tokens, seed).
+    """
+    if not trainer.registry_env or trainer.base_model is None or trainer.team.heterogeneous:
+        return None
+    from baselines.policies.adapters import MANIFEST_NAME, TEAM_ENVS, TeamManifest
+    from baselines.policies.base import GenerationSettings
+
+    config = trainer.config
+    module = {name: module for module, name in TEAM_ENVS.items()}[config.env]
+    manifest = TeamManifest(
+        base_model=trainer.base_model,
+        env=module,
+        num_agents=len(trainer.agents),
+        roles={agent: f"adapters/{agent}" for agent in trainer.agents},
+        generation=GenerationSettings(temperature=config.temperature, top_p=config.top_p,
+                                      max_new_tokens=config.max_completion_length, seed=config.seed),
+        env_kwargs=dict(config.env_kwargs),
+    )
+    path = Path(directory) / MANIFEST_NAME
+    _atomic_text(path, json.dumps(manifest.to_dict(), indent=2) + "\n")
+    return path
+
+
 def checkpoints(directory: str | Path) -> list[Path]:
     """The run's checkpoints, oldest first."""
     found = [p for p in Path(directory).glob("checkpoint-*") if p.is_dir() and _NAME.search(p.name)]
@@ -52,6 +84,7 @@ def save(trainer: MAGRPOTrainer, directory: Path, keep: int) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".checkpoint-", dir=directory))
     try:
         trainer.team.save_adapters(staging / "adapters")
+        write_team_manifest(staging, trainer)
         torch.save({agent: opt.state_dict() for agent, opt in trainer.optimizers.items()}, staging / "optimizers.pt")
         rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
         torch.save(rng, staging / "rng.pt")
@@ -72,7 +105,7 @@ def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> 
     """A trainer continuing the run in ``directory`` from its last checkpoint (``overrides``: e.g. ``steps``;
     ``env_factory``: the same one the run was started with, if any)."""
     from trainers.generation import TeamModel
-    from trainers.magrpo import MAGRPOTrainer
+    from trainers.magrpo import MAGRPOTrainer, manifest_base_model
 
     directory = Path(directory)
     found = checkpoints(directory)
@@ -85,7 +118,7 @@ def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> 
     adapters = {agent: last / "adapters" / agent for agent in agents}
     model = None if config.model == "default" else config.model
     team = TeamModel.load(agents, model, dtype="float32", adapters=adapters, seed=config.seed)
-    trainer = MAGRPOTrainer(config, team=team, env_factory=env_factory)
+    trainer = MAGRPOTrainer(config, team=team, env_factory=env_factory, base_model=manifest_base_model(config))
     optimizers = torch.load(last / "optimizers.pt", weights_only=False)
     for agent, optimizer in trainer.optimizers.items():
         optimizer.load_state_dict(optimizers[agent])

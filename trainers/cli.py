@@ -4,13 +4,16 @@
     llm-marl train --resume DIR [--steps M]
 
 Every option of :class:`trainers.config.TrainerConfig` can be given in the YAML file; command-line options win. A bad
-option is one clear error before any model loads.
+option is one clear error before any model loads. On a terminal a progress bar shows the steps with the last reward
+and step time (tqdm, from the ``cli`` extra); otherwise (a pipe, a log file, CI) each step is one plain line. The
+output folder ends as a team directory: ``llm-marl demo --adapters DIR`` plays it.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 # Command-line flags for the options people change most; the rest go in --config YAML.
 _FLAGS: dict[str, tuple[type, str]] = {
@@ -26,6 +29,11 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "max_completion_length": (int, "new tokens per completion at most"),
     "envs_per_step": (int, "episodes (tree roots) per step"),
     "save_steps": (int, "checkpoint every this many steps"),
+    "advantage": (str, "joint (MAGRPO: team return vs siblings) or per_agent (own reward vs teammates')"),
+    "logging_dir": (str, "TensorBoard folder (default: OUTPUT/tensorboard)"),
+}
+_LIST_FLAGS: dict[str, str] = {
+    "report_to": "where metrics go besides metrics.jsonl: tensorboard (default), wandb, or none",
 }
 
 
@@ -43,6 +51,9 @@ def register(subparsers: Any) -> None:
     )
     for name, (kind, text) in _FLAGS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None, help=text)
+    for name, text in _LIST_FLAGS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, nargs="+", default=None, metavar="NAME",
+                            help=text)
     parser.set_defaults(func=run)
 
 
@@ -50,7 +61,7 @@ def build_config(args: argparse.Namespace) -> Any:
     """The :class:`TrainerConfig` the flags and the YAML file describe (validated; nothing is loaded)."""
     from trainers.config import TrainerConfig
 
-    overrides = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
+    overrides = {name: getattr(args, name) for name in (*_FLAGS, *_LIST_FLAGS) if getattr(args, name) is not None}
     if args.output is not None:
         overrides["output_dir"] = args.output
     if args.config is not None:
@@ -63,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         from trainers import checkpoint
 
-        extra = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
+        extra = {name: getattr(args, name) for name in (*_FLAGS, *_LIST_FLAGS) if getattr(args, name) is not None}
         unknown = sorted(set(extra) - {"steps"})
         if unknown or args.config is not None:
             raise SystemExit(f"--resume continues a run as it was configured; only --steps may change (got {unknown})")
@@ -77,17 +88,73 @@ def run(args: argparse.Namespace) -> int:
 
         trainer = MAGRPOTrainer(config)
     print(f"training {trainer.config.env} with {len(trainer.agents)} agent(s) {list(trainer.agents)} "
-          f"from step {trainer.step} to {trainer.config.steps}; output: {trainer.output}")
-    rows = trainer.train(on_step=_print_step)
+          f"from step {trainer.step} to {trainer.config.steps}; output: {trainer.output}", flush=True)
+    from trainers.magrpo import NonFiniteLossError
+
+    with StepProgress(trainer.config.steps, trainer.step) as progress:
+        try:
+            rows = trainer.train(on_step=progress.on_step)
+        except NonFiniteLossError as error:
+            raise SystemExit(f"llm-marl train: {error}") from None
     last = rows[-1] if rows else {}
     print(f"done at step {trainer.step}: reward {last.get('reward', float('nan')):.3f}, "
           f"adapters in {trainer.output / 'adapters'}")
+    if (trainer.output / "team.json").is_file():
+        print(f"team directory: {trainer.output} (play it: llm-marl demo --adapters {trainer.output})")
     return 0
 
 
-__all__ = ["build_config", "register", "run"]
+class StepProgress:
+    """The steps of a run on the command line: a tqdm bar with the last reward and step time on a terminal, one
+    plain line per step elsewhere (a redrawn bar in a pipe or CI log is noise), or when tqdm is not installed."""
+
+    def __init__(self, total: int, initial: int = 0, *, stream: TextIO | None = None, live: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        if live is None:
+            live = _is_terminal(self.stream) and _has_tqdm()
+        self.bar: Any = None
+        if live:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="step", desc="train", file=self.stream,
+                            dynamic_ncols=True)
+
+    def on_step(self, row: dict[str, Any]) -> None:
+        """The trainer's ``on_step`` callback."""
+        from trainers.reporting import format_row
+
+        if self.bar is None:
+            print(format_row(row), file=self.stream, flush=True)
+            return
+        if row.get("skipped"):
+            self.bar.write(format_row(row), file=self.stream)  # stays above the bar
+        self.bar.set_postfix(reward=f"{row['reward']:.3f}", step_time=f"{row['step_time']:.1f}s", refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        """Close the bar (a no-op for plain lines)."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self) -> StepProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
-def _print_step(row: dict[str, Any]) -> None:
-    print(f"step {row['step']}: reward {row['reward']:.3f} (std {row['reward_std']:.3f}), loss {row['loss']:.4f}, "
-          f"{row['step_time']:.1f} s, {row['tokens_per_second']:.0f} tokens/s", flush=True)
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed or file-like objects without a terminal
+        return False
+
+
+def _has_tqdm() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tqdm") is not None
+
+
+__all__ = ["StepProgress", "build_config", "register", "run"]

@@ -2,8 +2,9 @@
 
 Option names follow TRL's ``GRPOConfig`` where the idea exists there (``learning_rate``, ``num_generations``,
 ``loss_type``, ``epsilon``, ``epsilon_high``, ``beta``, ``scale_rewards``, ``num_iterations``,
-``max_completion_length``, ``temperature``, ``top_p``, ``save_steps``, ``save_total_limit``, ``seed``) and CoMLRL's
-``MAGRPOConfig`` for the multi-agent ones (``joint_mode``, ``discount``, ``early_termination_threshold``).
+``max_completion_length``, ``temperature``, ``top_p``, ``save_steps``, ``save_total_limit``, ``seed``), transformers'
+``TrainingArguments`` for logging (``report_to``, ``run_name``; ``logging_dir`` as transformers 4 named it) and
+CoMLRL's ``MAGRPOConfig`` for the multi-agent ones (``joint_mode``, ``discount``).
 
 >>> config = TrainerConfig(env="writing", num_agents=2, steps=3)
 >>> config.num_generations, config.loss_type
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ from llm_marl_envs.registry import ENV_NAMES
 LOSS_TYPES: tuple[str, ...] = ("magrpo", "grpo", "dr_grpo", "dapo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
 JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
+ADVANTAGES: tuple[str, ...] = ("joint", "per_agent")
+REPORT_TO: tuple[str, ...] = ("tensorboard", "wandb")
+"""Where metrics go besides ``DIR/metrics.jsonl`` (which is always written); ``"none"`` in ``report_to`` means none."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,10 @@ class TrainerConfig:
     """γ in ``R = r + γ·mean(children R)`` (CoMLRL's ``discount``; 1.0 in the official configs)."""
     scale_rewards: str = "group"
     """Advantage scaling: ``group`` (std within each sibling group), ``batch`` (one std), ``none``."""
+    advantage: str = "joint"
+    """``joint``: each sample's advantage is the team return minus its siblings' mean (MAGRPO); ``per_agent``: the
+    agent's own return minus the mean of the acting agents' returns, ``A_i = R_i − mean_j R_j`` (arXiv 2512.24609),
+    for envs that pay each agent its own reward (the suite's writing and coding envs pay one joint reward)."""
     epsilon: float = 0.2
     """Lower clipping range of the ratio (grpo family)."""
     epsilon_high: float | None = None
@@ -96,6 +104,13 @@ class TrainerConfig:
     """Keep the last this many checkpoints."""
     max_bad_steps: int = 3
     """A step whose loss is NaN/inf is skipped and logged; after this many in a row the run stops."""
+    # ------------------------------------------------------------------------------------------------------ logging
+    report_to: Sequence[str] = ("tensorboard",)
+    """Where metrics go besides ``metrics.jsonl``: ``tensorboard``, ``wandb`` (imported only then), or ``none``."""
+    logging_dir: str | None = None
+    """TensorBoard's folder (None: ``output_dir/tensorboard``)."""
+    run_name: str | None = None
+    """The W&B run's name (None: W&B picks one); the project is ``$WANDB_PROJECT`` or ``llm-marl-envs``."""
 
     def __post_init__(self) -> None:
         env = self.env[: -len("_v0")] if isinstance(self.env, str) and self.env.endswith("_v0") else self.env
@@ -119,6 +134,9 @@ class TrainerConfig:
         check_choice("joint_mode", self.joint_mode, JOINT_MODES)
         check_choice("loss_type", self.loss_type, LOSS_TYPES)
         check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
+        check_choice("advantage", self.advantage, ADVANTAGES)
+        if self.advantage == "per_agent" and self.num_agents < 2:
+            raise ValueError("advantage: 'per_agent' compares an agent with its teammates; it needs num_agents >= 2")
         for name in ("envs_per_step", "max_completion_length", "num_iterations", "lora_r", "lora_alpha", "steps"):
             check_int(name, getattr(self, name), 1)
         for name in ("save_steps", "save_total_limit", "max_bad_steps"):
@@ -141,6 +159,11 @@ class TrainerConfig:
             raise ValueError("num_iterations > 1 needs an importance ratio: use loss_type grpo, dr_grpo or dapo")
         if not isinstance(self.output_dir, str) or not self.output_dir:
             raise TypeError(f"output_dir: expected a folder path, got {self.output_dir!r}")
+        object.__setattr__(self, "report_to", _report_to(self.report_to))
+        for name in ("logging_dir", "run_name"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TypeError(f"{name}: expected None or a non-empty string, got {value!r}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrainerConfig:
@@ -166,5 +189,22 @@ class TrainerConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data, for YAML and checkpoints."""
-        return {f.name: (dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v) for f in fields(self)}
+        """Plain data, for YAML and checkpoints (mappings as dicts, ``report_to`` as a list)."""
+        data = {f.name: (dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v) for f in fields(self)}
+        data["report_to"] = list(self.report_to)
+        return data
+
+
+def _report_to(value: Any) -> tuple[str, ...]:
+    """``report_to`` as a tuple of integrations: a string or a list of them, as transformers takes it; ``"none"``
+    (alone) or an empty list means none."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) for name in names):
+        raise TypeError(f"report_to: expected a name or a list of names, got {value!r}")
+    if list(names) == ["none"]:
+        return ()
+    for name in names:
+        check_choice("report_to", name, (*REPORT_TO, "none"))
+    if "none" in names:
+        raise ValueError(f"report_to: 'none' cannot be combined with integrations, got {list(names)}")
+    return tuple(dict.fromkeys(names))

@@ -8,20 +8,41 @@ One step, top to bottom (Liu et al. 2025, arXiv 2508.04652, Alg. 1; official cod
    ``aligned`` (G) or ``cross`` (G^N) joint actions, each stepped in its own copy of the env.
 2. Returns ``R = r + γ·mean(children R)`` (:func:`trainers.advantages.node_returns`) — the centralized part: the joint
    reward of the whole team, computed from what the envs pay.
-3. At every node, each agent's G samples get ``A = R − mean(siblings' R)`` (optionally scaled:
-   :func:`trainers.advantages.group_advantages`).
+3. At every node, each agent's G samples get ``A = R − mean(siblings' R)``, scaled by ``scale_rewards`` (the std of
+   the group, or of the whole batch). With ``advantage="per_agent"`` each agent's own return is used instead and
+   compared with its teammates': ``A_i = R_i − mean_j R_j`` (arXiv 2512.24609; :func:`batch_samples`).
 4. The loss (:func:`trainers.losses.policy_loss`) over every sampled completion under its agent's adapter; one AdamW
-   optimizer per agent's adapter.
+   optimizer per agent's adapter. A step whose loss or gradients are not finite is skipped (no update, the row says
+   ``skipped: true``); ``max_bad_steps`` of them in a row stop the run (:class:`NonFiniteLossError`).
 
 Everything the step needs to be replayed is in a checkpoint (adapters, optimizers, RNG states, step, config), and the
 tasks of step ``s`` are drawn from seeds fixed by ``(seed, s)``, so a run resumed from a checkpoint repeats the
-uninterrupted run's per-step metrics exactly on CPU.
+uninterrupted run's per-step metrics exactly on CPU. Metrics go to ``DIR/metrics.jsonl`` and, by ``report_to``, to
+TensorBoard (``DIR/tensorboard``) and W&B (:mod:`trainers.reporting`). The output folder, and every checkpoint in
+it, is a *team directory* (``team.json`` + ``adapters/<agent>/``) that ``baselines.policies.adapters`` loads and
+``llm-marl demo --adapters DIR`` plays.
+
+Scaling out (not built in this version)
+---------------------------------------
+One process, one device: the team's base model sits on one GPU (or the CPU) and ``generate`` is transformers'.
+
+- *Several GPUs* (accelerate / torchrun DDP) are not supported: nothing here initialises a process group, shards the
+  tree roots across ranks, or all-reduces the adapters' gradients. What exists that would carry over: the adapters
+  are ordinary parameters with one optimizer per agent, and the roots of a step are independent, so data parallelism
+  would give each rank ``envs_per_step / world_size`` roots, wrap the peft model in DDP (or average the LoRA
+  gradients by hand) and gather the reward metrics. Today, use one GPU per run and run seeds or configs in parallel.
+- *vLLM generation* is not supported: sampling is one batched ``model.generate`` call per depth with per-row LoRA
+  routing (:mod:`trainers.generation`). A vLLM backend would serve the base with one LoRA per agent
+  (``enable_lora``), and after each step the updated adapters would have to be saved and reloaded into it (TRL's
+  ``use_vllm`` does the weight sync for a single policy); the per-token log-probabilities it returns would be the
+  records the loss needs. None of that is written.
+- For long completions on one GPU, :meth:`TeamModel.gradient_checkpointing_enable` trades compute for memory.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import logging
 import math
 import random
 import time
@@ -32,15 +53,31 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
+from baselines.models import DEFAULT_MODEL
 from baselines.policies.base import GenerationSettings
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import ChatEnv, TreeNode, rollout_tree
 from trainers import checkpoint
-from trainers.advantages import group_advantages, node_returns, reward_metrics, sample_returns, sibling_groups
+from trainers.advantages import (
+    STD_EPS,
+    node_returns,
+    per_agent_advantages,
+    reward_metrics,
+    sample_returns,
+    sibling_groups,
+)
 from trainers.config import TrainerConfig
 from trainers.generation import LoraSettings, TeamModel
 from trainers.losses import LossSettings, PolicyBatch, policy_loss
+from trainers.reporting import MetricsReporter, format_row
+
+logger = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(RuntimeError):
+    """``max_bad_steps`` steps in a row had a non-finite loss (or gradients); the last checkpoint is intact."""
 
 
 @dataclass(frozen=True)
@@ -53,32 +90,127 @@ class Sample:
     advantage: float
 
 
+@dataclass(frozen=True)
+class _ScaleGroup:
+    """Samples whose advantages share one std: an agent's G samples at a node (``joint``), or every acting agent's
+    samples at a node (``per_agent``)."""
+
+    agents: tuple[str, ...]
+    generations: tuple[Any, ...]
+    centered: Tensor
+    """Advantages before std scaling (``R − mean``), one per sample."""
+    spread: Tensor
+    """The values whose std scales the group: the returns (``joint``, as TRL's ``std_rewards``) or the
+    advantages themselves (``per_agent``)."""
+
+
+def agent_node_returns(root: TreeNode, gamma: float) -> dict[int, dict[str, float]]:
+    """Every node's per-agent returns, keyed by ``id(node)``: ``R_i(n) = r_i(n) + γ · mean_c R_i(c)``.
+
+    :func:`trainers.advantages.node_returns` with each agent's own reward ``r_i`` (what the env's ``rewards[agent]``
+    paid it for the step into ``n``; 0 where the agent did not act, e.g. after it finished) instead of the joint one.
+    """
+    returns: dict[int, dict[str, float]] = {}
+
+    def visit(node: TreeNode) -> dict[str, float]:
+        own = {step.agent: float(step.reward) for step in node.steps}
+        below = [visit(child) for child in node.children]
+        agents = set(own).union(*below)
+        R = {a: own.get(a, 0.0) + (gamma * sum(c.get(a, 0.0) for c in below) / len(below) if below else 0.0)
+             for a in agents}
+        returns[id(node)] = R
+        return R
+
+    visit(root)
+    return returns
+
+
+def _scale_groups(root: TreeNode, agents: Sequence[str], config: TrainerConfig) -> tuple[list[_ScaleGroup],
+                                                                                        list[Tensor]]:
+    """One tree's samples grouped for scaling, and the per-agent groups of returns (for the reward metrics)."""
+    G = config.num_generations
+    joint_returns = node_returns(root, config.discount) if config.advantage == "joint" else {}
+    own_returns = agent_node_returns(root, config.discount) if config.advantage == "per_agent" else {}
+    groups: list[_ScaleGroup] = []
+    metric_groups: list[Tensor] = []
+    for siblings in sibling_groups(root):
+        acting = [step.agent for step in siblings[0].steps]
+        for agent in acting:
+            if agent not in agents:
+                raise ValueError(f"agent {agent!r} acted but the team has no adapter for it: {list(agents)}")
+        index = [child.sample_index for child in siblings]
+        # generations[i][k]: agent i's sample k is what the child with sample_index[i] == k acted with.
+        generations = []
+        for i, agent in enumerate(acting):
+            row = []
+            for k in range(G):
+                child = next(c for c in siblings if c.sample_index[i] == k)
+                row.append(next(s for s in child.steps if s.agent == agent).generation)
+            generations.append(row)
+        if config.advantage == "joint":
+            # R_i(k): the return of the joint action(s) agent i's sample k took part in (sample_returns).
+            per_sample = sample_returns([joint_returns[id(c)] for c in siblings], index, G)
+            for i, agent in enumerate(acting):
+                R = per_sample[i]
+                groups.append(_ScaleGroup((agent,) * G, tuple(generations[i]), R - R.mean(), R))
+                metric_groups.append(R)
+        else:
+            R = torch.tensor([[own_returns[id(c)].get(a, 0.0) for a in acting] for c in siblings], dtype=torch.float64)
+            A = per_agent_advantages(R)  # [joint actions, acting agents]: A_i = R_i − mean_j R_j per joint action
+            # A sample in several joint actions (cross) gets the mean of its A_i over them, as returns do.
+            sample_A = torch.stack([sample_returns(A[:, i], index, G)[i] for i in range(len(acting))])
+            sample_R = torch.stack([sample_returns(R[:, i], index, G)[i] for i in range(len(acting))])
+            groups.append(_ScaleGroup(tuple(a for a in acting for _ in range(G)),
+                                      tuple(g for row in generations for g in row),
+                                      sample_A.reshape(-1), sample_A.reshape(-1)))
+            metric_groups.extend(sample_R)
+    return groups, metric_groups
+
+
+def batch_samples(
+    roots: Sequence[TreeNode], agents: Sequence[str], config: TrainerConfig
+) -> tuple[list[Sample], list[Tensor]]:
+    """Every completion of a step's trees with its advantage, and the per-agent groups of returns.
+
+    ``advantage="joint"`` (MAGRPO): at each node, agent ``i``'s sample ``k`` has the return ``R_i(k)`` of
+    :func:`~trainers.advantages.sample_returns` (the child's return, aligned; the mean over the joint actions it is
+    part of, cross) and ``A = R_i(k) − mean_k R_i(k)``. ``advantage="per_agent"`` (arXiv 2512.24609): the agent's own
+    return ``R_i`` (:func:`agent_node_returns`) against the acting agents' mean in the same joint action,
+    ``A_i = R_i − mean_j R_j`` (:func:`~trainers.advantages.per_agent_advantages`).
+
+    ``scale_rewards`` (TRL's option): ``group`` divides by the std of the group's returns (joint; an agent's G samples)
+    or of the node's advantages (per_agent: all acting agents' samples, since one agent's A_i can be constant and
+    non-zero), ``batch`` by one std over the whole step's values, ``none`` leaves ``A`` as it is; ``+ 1e-4`` as TRL.
+    """
+    groups: list[_ScaleGroup] = []
+    metric_groups: list[Tensor] = []
+    for root in roots:
+        tree_groups, tree_metrics = _scale_groups(root, agents, config)
+        groups += tree_groups
+        metric_groups += tree_metrics
+    batch_std = _std(torch.cat([g.spread for g in groups])) if groups else None
+    samples = []
+    for group in groups:
+        A = group.centered
+        if config.scale_rewards == "group":
+            A = A / (_std(group.spread) + STD_EPS)
+        elif config.scale_rewards == "batch":
+            A = A / (batch_std + STD_EPS)
+        samples += [Sample(agent, generation, float(a))
+                    for agent, generation, a in zip(group.agents, group.generations, A.tolist(), strict=True)]
+    return samples, metric_groups
+
+
 def tree_samples(
     root: TreeNode, agents: Sequence[str], config: TrainerConfig
 ) -> tuple[list[Sample], list[torch.Tensor]]:
-    """Every completion of one tree with its group-relative advantage, and the per-agent groups of returns.
+    """:func:`batch_samples` of one tree (``scale_rewards="batch"``: the std of this tree's values)."""
+    return batch_samples([root], agents, config)
 
-    At each node with children, agent ``i``'s sample ``k`` is the completion the child with ``sample_index[i] == k``
-    acted with; its return is :func:`~trainers.advantages.sample_returns`' (the child's return, aligned; the mean over
-    the joint actions it is part of, cross).
-    """
-    returns = node_returns(root, config.discount)
-    samples: list[Sample] = []
-    groups: list[torch.Tensor] = []
-    for siblings in sibling_groups(root):
-        acting = [step.agent for step in siblings[0].steps]
-        joint = [returns[id(child)] for child in siblings]
-        per_agent = sample_returns(joint, [child.sample_index for child in siblings], config.num_generations)
-        advantages = group_advantages(per_agent, config.scale_rewards)
-        for i, agent in enumerate(acting):
-            if agent not in agents:
-                raise ValueError(f"agent {agent!r} acted but the team has no adapter for it: {list(agents)}")
-            groups.append(per_agent[i])
-            for k in range(config.num_generations):
-                child = next(c for c in siblings if c.sample_index[i] == k)
-                step = next(s for s in child.steps if s.agent == agent)
-                samples.append(Sample(agent, step.generation, float(advantages[i, k])))
-    return samples, groups
+
+def _std(values: Tensor) -> Tensor:
+    """Bessel-corrected std (TRL's ``nanstd``), 0 for a single value."""
+    return values.std(correction=1) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
 
 
 class MAGRPOTrainer:
@@ -89,13 +221,19 @@ class MAGRPOTrainer:
         config: TrainerConfig,
         team: TeamModel | None = None,
         env_factory: Callable[[], Any] | None = None,
+        base_model: str | None = None,
     ) -> None:
         """``team``: a ready :class:`TeamModel` (default: loaded from ``config.model``); ``env_factory``: builds any
         PettingZoo ParallelEnv with text spaces instead of ``config.env`` (wrapped in :class:`ChatEnv` when it has no
-        ``chat_messages``)."""
+        ``chat_messages``); ``base_model``: what ``team.json`` names as the base of a given ``team`` (a model folder
+        or ``SmolLM2-135M-Instruct``). The output is a team directory when the env is ``config.env`` and the base is
+        known (the team was loaded from ``config.model``, or ``base_model`` names it); otherwise only the adapters are
+        saved."""
         if not isinstance(config, TrainerConfig):
             raise TypeError(f"config: expected TrainerConfig, got {type(config).__name__}")
         self.config = config
+        self.registry_env = env_factory is None
+        """True when the envs are ``config.env`` from the registry (then ``team.json`` can name the env)."""
         if env_factory is None:
             env_factory = functools.partial(make_env, config.env, num_agents=config.num_agents, **config.env_kwargs)
         envs = [env_factory() for _ in range(config.envs_per_step)]
@@ -106,7 +244,10 @@ class MAGRPOTrainer:
             lora = LoraSettings(r=config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout)
             model = None if config.model == "default" else config.model
             team = TeamModel.load(self.agents, model, dtype="float32", lora=lora, seed=config.seed)
+            base_model = base_model or manifest_base_model(config)
         self.team = team
+        self.base_model = base_model
+        """The base model ``team.json`` names (None: the team was given without one; no manifest is written)."""
         self.optimizers = {
             agent: torch.optim.AdamW(team.adapter_parameters(agent), lr=config.learning_rate) for agent in self.agents
         }
@@ -124,32 +265,52 @@ class MAGRPOTrainer:
         self.step = 0
         self.output = Path(config.output_dir)
         self.bad_steps = 0
+        self._per_agent_checked = False
 
     # ------------------------------------------------------------------------------------------------- training
     def train(
         self, steps: int | None = None, on_step: Callable[[dict[str, Any]], None] | None = None
     ) -> list[dict[str, Any]]:
         """Run until ``steps`` (default ``config.steps``) steps in all; returns this call's metric rows
-        (``on_step(row)`` sees each as it is logged)."""
+        (``on_step(row)`` sees each as it is logged). At the end the output folder is a team directory.
+
+        Raises :class:`NonFiniteLossError` after ``max_bad_steps`` skipped steps in a row (checkpoints and metrics
+        up to then stay as written; ``--resume`` continues from the last checkpoint).
+        """
         total = self.config.steps if steps is None else steps
         self.output.mkdir(parents=True, exist_ok=True)
         checkpoint.write_config(self.output, self.config)
         rows = []
-        while self.step < total:
-            row = self.training_step()
-            rows.append(row)
-            self._log(row)
-            if on_step is not None:
-                on_step(row)
-            if self.step % self.config.save_steps == 0 or self.step == total:
-                checkpoint.save(self, self.output, keep=self.config.save_total_limit)
-            if self.bad_steps >= self.config.max_bad_steps:
-                raise RuntimeError(
-                    f"{self.bad_steps} steps in a row had a non-finite loss; stopped at step {self.step} "
-                    f"(the last checkpoint is intact in {self.output})"
-                )
-        self.team.save_adapters(self.output / "adapters")
+        with MetricsReporter(self.output, self.config, start_step=self.step) as reporter:
+            while self.step < total:
+                row = self.training_step()
+                rows.append(row)
+                reporter.log(row)
+                if row["skipped"]:
+                    logger.warning("%s; %d in a row (the run stops at %d)", format_row(row), self.bad_steps,
+                                   self.config.max_bad_steps)
+                if on_step is not None:
+                    on_step(row)
+                if self.step % self.config.save_steps == 0 or self.step == total:
+                    checkpoint.save(self, self.output, keep=self.config.save_total_limit)
+                if self.bad_steps >= self.config.max_bad_steps:
+                    found = checkpoint.checkpoints(self.output)
+                    last = found[-1].name if found else "none yet"
+                    raise NonFiniteLossError(
+                        f"{self.bad_steps} steps in a row had a non-finite loss (skipped, adapters unchanged); "
+                        f"stopped at step {self.step}. The last checkpoint ({last}) is intact in {self.output}: "
+                        f"fix the cause (rewards, learning rate) and continue with --resume"
+                    )
+        self.save_team(self.output)
         return rows
+
+    def save_team(self, directory: str | Path) -> Path:
+        """Write the team to ``directory``: ``adapters/<agent>/`` and, when the env and base are known,
+        ``team.json`` (:func:`trainers.checkpoint.write_team_manifest`), so the folder is a team directory."""
+        directory = Path(directory)
+        self.team.save_adapters(directory / "adapters")
+        checkpoint.write_team_manifest(directory, self)
+        return directory
 
     def training_step(self) -> dict[str, Any]:
         """One MAGRPO step (see the module docstring); returns its metrics row."""
@@ -166,40 +327,23 @@ class MAGRPOTrainer:
                 seeds=seeds,
             )
         generated = time.perf_counter()
-        samples, groups = [], []
-        for root in roots:
-            tree, tree_groups = tree_samples(root, self.agents, config)
-            samples += tree
-            groups += tree_groups
+        if config.advantage == "per_agent" and not self._per_agent_checked:
+            _check_per_agent_rewards(roots)
+            self._per_agent_checked = True
+        samples, groups = batch_samples(roots, self.agents, config)
         metrics = reward_metrics(groups)
-        self.team.train()
-        for optimizer in self.optimizers.values():
-            optimizer.zero_grad(set_to_none=True)
-        logps = self.team.forward_logprobs(
-            [s.generation for s in samples], [s.agent for s in samples], entropies=True
-        )
-        batch = PolicyBatch(
-            per_token_logps=logps.per_token_logps,
-            advantages=torch.tensor([s.advantage for s in samples], dtype=logps.per_token_logps.dtype),
-            completion_mask=logps.completion_mask,
-            entropies=logps.entropies,
-        )
-        loss, loss_metrics = policy_loss(batch, self.loss_settings)
-        finite = math.isfinite(loss.item())
-        if finite:
-            loss.backward()
-            for optimizer in self.optimizers.values():
-                optimizer.step()
+        loss, loss_metrics, completion_mask, applied = self._update(samples)
+        if applied:
             self.bad_steps = 0
         else:
             self.bad_steps += 1
         self.step += 1
-        tokens = int(logps.completion_mask.sum())
+        tokens = int(completion_mask.sum())
         elapsed = time.perf_counter() - started
         return {
             "step": self.step,
-            "loss": loss.item(),
-            "skipped": not finite,
+            "loss": loss,
+            "skipped": not applied,
             **metrics,
             **loss_metrics,
             "completions": len(samples),
@@ -210,21 +354,92 @@ class MAGRPOTrainer:
             **_episode_metrics(roots),
         }
 
-    # -------------------------------------------------------------------------------------------------- logging
-    def _log(self, row: dict[str, Any]) -> None:
-        with (self.output / "metrics.jsonl").open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
+    def _update(self, samples: list[Sample]) -> tuple[float, dict[str, float], Tensor, bool]:
+        """The optimisation part of a step: ``num_iterations`` passes of loss, backward and one AdamW step per agent.
+
+        Returns ``(mean loss, last pass's loss metrics, completion mask, applied)``. A pass whose loss or gradients
+        are not finite applies nothing and ends the step (``applied`` False); with ``num_iterations == 1`` (always for
+        ``magrpo``) the adapters are then exactly as before the step.
+        """
+        config = self.config
+        generations = [s.generation for s in samples]
+        agent_of_row = [s.agent for s in samples]
+        self.team.train()
+        old = ref = None
+        with torch.no_grad():
+            if config.beta != 0.0:  # the KL reference of a LoRA policy: the base with every adapter off
+                ref = self.team.forward_logprobs(generations, agent_of_row, reference=True).per_token_logps
+            if config.num_iterations > 1:  # π_old: the policy that sampled, fixed for all passes over the batch
+                old = self.team.forward_logprobs(generations, agent_of_row).per_token_logps
+        losses: list[float] = []
+        loss_metrics: dict[str, float] = {}
+        completion_mask: Tensor = torch.zeros(0)
+        applied = True
+        for _ in range(config.num_iterations):
+            for optimizer in self.optimizers.values():
+                optimizer.zero_grad(set_to_none=True)
+            logps = self.team.forward_logprobs(generations, agent_of_row, entropies=True)
+            completion_mask = logps.completion_mask
+            advantages = torch.tensor([s.advantage for s in samples], dtype=logps.per_token_logps.dtype,
+                                      device=logps.per_token_logps.device)
+            batch = PolicyBatch(per_token_logps=logps.per_token_logps, advantages=advantages,
+                                completion_mask=completion_mask, old_per_token_logps=old, ref_per_token_logps=ref,
+                                entropies=logps.entropies)
+            loss, loss_metrics = policy_loss(batch, self.loss_settings)
+            losses.append(loss.item())
+            if not math.isfinite(losses[-1]):
+                applied = False
+                break
+            loss.backward()
+            if not self._gradients_finite():  # e.g. an overflow in the backward pass of a finite loss
+                applied = False
+                break
+            for optimizer in self.optimizers.values():
+                optimizer.step()
+        for optimizer in self.optimizers.values():
+            optimizer.zero_grad(set_to_none=True)  # a skipped step leaves no gradients behind
+        return float(np.mean(losses)), loss_metrics, completion_mask, applied
+
+    def _gradients_finite(self) -> bool:
+        grads = [p.grad for optimizer in self.optimizers.values() for group in optimizer.param_groups
+                 for p in group["params"] if p.grad is not None]
+        # One norm over every gradient (NaN or inf in any of them makes it non-finite): one device sync, not one per
+        # tensor. A norm that overflows float32 (gradients ~1e19) also counts as non-finite; such a step is no loss.
+        return not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads)))
+
+
+def manifest_base_model(config: TrainerConfig) -> str:
+    """The base model as ``team.json`` names it: ``SmolLM2-135M-Instruct`` for ``default`` (what
+    ``baselines.models.load_model`` resolves offline), else the model folder's absolute path."""
+    return DEFAULT_MODEL if config.model == "default" else str(Path(config.model).resolve())
+
+
+def _check_per_agent_rewards(roots: Sequence[TreeNode]) -> None:
+    """``advantage="per_agent"`` needs rewards that differ between agents; an env that pays every agent the same
+    (a joint reward, as the suite's envs do) would give ``A_i = 0`` for every sample. Checked on the first step."""
+    for root in roots:
+        for node in root.nodes():
+            rewards = {float(step.reward) for step in node.steps}
+            if len(rewards) > 1 or any(math.isnan(r) for r in rewards):
+                return
+    raise ValueError(
+        "advantage='per_agent': the env paid every agent the same reward in every joint action of the first step "
+        "(a joint team reward), so A_i = R_i − mean_j R_j is 0 for every sample; per-agent advantages need an env "
+        "that rewards each agent separately. Use advantage='joint' (MAGRPO) for the suite's writing and coding envs"
+    )
 
 
 def _episode_metrics(roots: Sequence[TreeNode]) -> dict[str, float]:
-    """Means over the tree's leaves of the env's reward components (the episodes' final outcomes)."""
+    """Means over the tree's leaves (the episodes' final outcomes) of the env's reward components (``quality``,
+    ``consistency``, ``turns``) and of its quality terms' ``pass_rate`` (coding: held-out tests passed)."""
     leaves = [node for root in roots for node in root.nodes() if not node.children and node.steps]
     values: dict[str, list[float]] = {}
     for leaf in leaves:
         components = leaf.steps[0].reward_components
-        for name in ("quality", "consistency", "turns"):
-            value = components.get(name)
-            if isinstance(value, (int, float)):
+        terms = leaf.steps[0].info.get("quality_terms") or {}
+        for name, value in (*((n, components.get(n)) for n in ("quality", "consistency", "turns")),
+                            ("pass_rate", terms.get("pass_rate"))):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
                 values.setdefault(name, []).append(float(value))
     return {f"episode/{name}": float(np.mean(v)) for name, v in values.items()}
 

@@ -1,10 +1,15 @@
-"""The MAGRPO trainer end to end on a tiny random-weight model: samples and advantages from the tree, an update moves
-log-probabilities the right way, checkpoints resume exactly, bad configs fail before anything loads."""
+"""The MAGRPO trainer end to end on a tiny random-weight model: samples and advantages from the tree (joint and
+per-agent), an update moves log-probabilities the right way, a run learns, checkpoints resume exactly, TensorBoard and
+W&B receive the metrics, non-finite losses are skipped and stop the run, the output is a team directory the baselines
+load, bad configs fail before anything loads."""
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +26,7 @@ from llm_marl_envs.rollout import AgentStep, TreeNode
 from trainers import checkpoint
 from trainers.config import TrainerConfig
 from trainers.generation import LoraSettings, TeamModel
-from trainers.magrpo import MAGRPOTrainer, tree_samples
+from trainers.magrpo import MAGRPOTrainer, NonFiniteLossError, agent_node_returns, batch_samples, tree_samples
 
 AGENTS = ["writer_0", "writer_1"]
 
@@ -30,6 +35,47 @@ def _config(tmp_path: Path, **changes) -> TrainerConfig:
     base = dict(env="writing", num_agents=2, num_generations=4, max_completion_length=10, steps=4, seed=0,
                 output_dir=str(tmp_path / "run"), save_steps=2, learning_rate=2e-2, envs_per_step=2)
     return TrainerConfig(**{**base, **changes})
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """The tiny model's matrices (hidden size 32) gain nothing from intra-op threads, and on a shared 2-core machine
+    waiting for the second thread made the learning run 4x slower (99 s vs 25 s for 60 steps)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random-weight model saved as a model folder (``config.model`` for runs that load or resume)."""
+    folder = tmp_path_factory.mktemp("tiny")
+    loaded = tiny_model(seed=0)
+    loaded.model.save_pretrained(folder)
+    loaded.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _adapter_state(trainer: MAGRPOTrainer) -> dict[str, list[torch.Tensor]]:
+    return {agent: [p.detach().clone() for p in trainer.team.adapter_parameters(agent)] for agent in trainer.agents}
+
+
+def _same(a: dict[str, list[torch.Tensor]], b: dict[str, list[torch.Tensor]]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(x, y) for k in a for x, y in zip(a[k], b[k], strict=True))
+
+
+def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar TensorBoard's own reader finds in ``folder``: tag -> [(step, value)]."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 def _trainer(config: TrainerConfig, model_dir: Path | None = None) -> MAGRPOTrainer:
@@ -100,11 +146,7 @@ def _fixed_tree_rollouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(magrpo, "rollout_tree", rollout)
 
 
-def test_resume_repeats_the_uninterrupted_run(tmp_path: Path) -> None:
-    model_dir = tmp_path / "tiny"
-    loaded = tiny_model(seed=0)
-    loaded.model.save_pretrained(model_dir)
-    loaded.tokenizer.save_pretrained(model_dir)
+def test_resume_repeats_the_uninterrupted_run(tmp_path: Path, model_dir: Path) -> None:
     straight = MAGRPOTrainer(_config(tmp_path / "a", model=str(model_dir)), env_factory=LetterEnv)
     straight.train()
     interrupted = MAGRPOTrainer(_config(tmp_path / "b", model=str(model_dir), steps=2), env_factory=LetterEnv)
@@ -125,6 +167,15 @@ def test_resume_repeats_the_uninterrupted_run(tmp_path: Path) -> None:
     adapters = tmp_path / "a" / "run" / "adapters"
     assert sorted(p.name for p in adapters.iterdir()) == AGENTS
     assert (adapters / "writer_0" / "adapter_config.json").is_file()
+    # TensorBoard got every row under TRL's names (its own reader finds them), the resumed run's included.
+    for run in ("a", "b"):
+        scalars = _scalars(tmp_path / run / "run" / "tensorboard")
+        for name in ("reward", "reward_std", "frac_reward_zero_std", "step_time", "entropy", "loss",
+                     "tokens_per_second", "episode/quality"):
+            assert [step for step, _ in scalars[f"train/{name}"]] == [1, 2, 3, 4], name
+        assert [v for _, v in scalars["train/reward"]] == pytest.approx([r[2] for r in expected])
+    # A custom env (not the registry's): no team.json, since no manifest could name the env.
+    assert not (tmp_path / "a" / "run" / "team.json").exists()
 
 
 def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,3 +202,163 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
 
     config = build_config(args)
     assert (config.env, config.num_agents, config.seed, config.steps) == ("coding", 3, 7, 9)
+
+
+def _per_agent_step(agent: str, reward: float) -> AgentStep:
+    return AgentStep(agent, 1, (), f"{agent}:{reward}", reward, {}, True, False, generation=f"{agent}:{reward}")
+
+
+def test_per_agent_advantage_is_own_return_minus_the_teams_mean() -> None:
+    # Two aligned joint actions; the env pays each agent its own reward (the node's joint reward is their mean).
+    root = TreeNode(0, 0)
+    for k, (ra, rb) in enumerate(((1.0, 3.0), (4.0, 0.0))):
+        steps = (_per_agent_step("a", ra), _per_agent_step("b", rb))
+        root.children.append(TreeNode(0, 1, steps, (ra + rb) / 2, True, (k, k)))
+    config = TrainerConfig(env="writing", num_generations=2, advantage="per_agent", scale_rewards="none")
+    samples, groups = batch_samples([root], ["a", "b"], config)
+    # A_i = R_i - mean_j R_j per joint action (arXiv 2512.24609): (1, 3) -> (-1, +1); (4, 0) -> (+2, -2).
+    assert {s.generation: s.advantage for s in samples} == {"a:1.0": -1.0, "a:4.0": 2.0, "b:3.0": 1.0, "b:0.0": -2.0}
+    assert [g.tolist() for g in groups] == [[1.0, 4.0], [3.0, 0.0]]  # each agent's own returns, for the metrics
+    # "group" scaling divides by the std of the node's advantages (Bessel: sqrt(10/3)), as TRL adds 1e-4.
+    scaled, _ = batch_samples([root], ["a", "b"], config.replace(scale_rewards="group"))
+    assert [s.advantage for s in scaled] == pytest.approx([a / (math.sqrt(10 / 3) + 1e-4) for a in (-1, 2, 1, -2)])
+    # The joint advantage of the same tree compares team returns (2 and 2): no signal at all.
+    joint, _ = batch_samples([root], ["a", "b"], config.replace(advantage="joint"))
+    assert [s.advantage for s in joint] == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_agent_node_returns_discount_each_agents_own_rewards() -> None:
+    # root -> n (a: 1, b: 0) -> {(a: 2, b: 4), (b: 2 only: a has finished)}
+    first = TreeNode(0, 2, (_per_agent_step("a", 2.0), _per_agent_step("b", 4.0)), 3.0, True, (0, 0))
+    second = TreeNode(0, 2, (_per_agent_step("b", 2.0),), 2.0, True, (1,))
+    node = TreeNode(0, 1, (_per_agent_step("a", 1.0), _per_agent_step("b", 0.0)), 0.5, False, (0, 0),
+                    [first, second])
+    root = TreeNode(0, 0, children=[node])
+    returns = agent_node_returns(root, gamma=0.5)
+    assert returns[id(node)] == {"a": 1.0 + 0.5 * (2.0 + 0.0) / 2, "b": 0.0 + 0.5 * (4.0 + 2.0) / 2}
+    assert returns[id(second)] == {"b": 2.0} and returns[id(root)] == {"a": 0.75, "b": 0.75}
+
+
+def test_per_agent_runs_on_per_agent_rewards_and_refuses_a_joint_reward(tmp_path: Path) -> None:
+    import functools
+
+    config = _config(tmp_path, steps=1, envs_per_step=1, advantage="per_agent", report_to="none")
+    team = TeamModel(tiny_model(seed=0), AGENTS, lora=LoraSettings(r=4, alpha=8), seed=0)
+    trainer = MAGRPOTrainer(config, team=team, env_factory=functools.partial(LetterEnv, per_agent=True))
+    before = _adapter_state(trainer)
+    (row,) = trainer.train()
+    assert not row["skipped"] and row["frac_reward_zero_std"] < 1
+    assert not _same(before, _adapter_state(trainer))
+    joint = MAGRPOTrainer(config.replace(output_dir=str(tmp_path / "joint")), team=team, env_factory=LetterEnv)
+    with pytest.raises(ValueError, match=r"paid every agent the same reward .* Use advantage='joint'"):
+        joint.training_step()
+    with pytest.raises(ValueError, match="per_agent' compares an agent with its teammates; it needs num_agents >= 2"):
+        TrainerConfig(env="writing", num_agents=1, advantage="per_agent")
+
+
+def test_grpo_with_a_kl_reference_and_two_passes(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=1, envs_per_step=1, loss_type="grpo", beta=0.04, num_iterations=2,
+                     report_to="none")
+    trainer = _trainer(config)
+    before = _adapter_state(trainer)
+    (row,) = trainer.train()
+    # The second pass runs after one update: the adapters differ from the base, which is the KL reference.
+    assert not row["skipped"] and row["kl"] > 0 and math.isfinite(row["loss"])
+    assert 0 <= row["clip_ratio/region_mean"] <= 1 and row["entropy"] > 0
+    assert not _same(before, _adapter_state(trainer))
+
+
+def test_non_finite_losses_are_skipped_then_stop_the_run_with_a_resumable_checkpoint(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    import functools
+
+    # Episodes reset with seed >= 2 pay NaN: steps 3, 4, 5 (seeds 2, 3, 4 with envs_per_step=1) get a NaN loss.
+    broken = functools.partial(LetterEnv, nonfinite_from_seed=2)
+    config = _config(tmp_path, model=str(model_dir), steps=10, envs_per_step=1, save_steps=2, max_bad_steps=3)
+    trainer = MAGRPOTrainer(config, env_factory=broken)
+    states = {0: _adapter_state(trainer)}
+    with pytest.raises(NonFiniteLossError, match=r"3 steps in a row had a non-finite loss.*checkpoint-000004"):
+        trainer.train(on_step=lambda row: states.__setitem__(row["step"], _adapter_state(trainer)))
+    run = tmp_path / "run"
+    rows = _rows(run)
+    assert [(r["step"], r["skipped"]) for r in rows] == [(1, False), (2, False), (3, True), (4, True), (5, True)]
+    assert all(math.isnan(r["loss"]) for r in rows[2:]) and not math.isnan(rows[1]["loss"])
+    assert not _same(states[1], states[2])  # good steps update the adapters ...
+    assert _same(states[2], states[3]) and _same(states[2], states[5])  # ... skipped ones leave them as they were
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-000002", "checkpoint-000004"]
+    # The last checkpoint loads (adapters as after step 2) and, with the reward fixed, the run goes on.
+    resumed = checkpoint.resume(run, env_factory=LetterEnv, steps=6)
+    assert (resumed.step, resumed.bad_steps) == (4, 2) and _same(_adapter_state(resumed), states[2])
+    more = resumed.train()
+    assert [(r["step"], r["skipped"]) for r in more] == [(5, False), (6, False)]
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4, 5, 6]
+    # TensorBoard shows step 5 once, as the resumed run logged it (the stopped run's events after the checkpoint
+    # are purged), and the skipped steps as 1.
+    skipped = _scalars(run / "tensorboard")["train/skipped"]
+    assert skipped == [(1, 0.0), (2, 0.0), (3, 1.0), (4, 1.0), (5, 0.0), (6, 0.0)]
+
+
+@pytest.mark.slow
+def test_a_run_learns_to_raise_its_reward(tmp_path: Path) -> None:
+    """A tiny random model paid for vowels: the last steps' mean reward beats the first steps' by more than three
+    standard errors of the difference (from the run's own step-to-step spread), within a few dozen seeded steps."""
+    import functools
+
+    config = _config(tmp_path, steps=60, envs_per_step=2, num_generations=8, max_completion_length=16,
+                     learning_rate=5e-2, save_steps=60, report_to="none")
+    team = TeamModel(tiny_model(seed=0), AGENTS, lora=LoraSettings(r=4, alpha=8), seed=0)
+    trainer = MAGRPOTrainer(config, team=team, env_factory=functools.partial(LetterEnv, letters="aeiou"))
+    rewards = [row["reward"] for row in trainer.train()]
+    first, last = rewards[:10], rewards[-10:]
+    gain = statistics.mean(last) - statistics.mean(first)
+    standard_error = math.sqrt(statistics.variance(first) / 10 + statistics.variance(last) / 10)
+    assert gain > 3 * standard_error, (gain, standard_error, rewards)
+
+
+def test_wandb_offline_receives_the_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    config = _config(tmp_path, steps=1, envs_per_step=1, report_to=["wandb"], run_name="letters")
+    _trainer(config).train()
+    run = tmp_path / "run"
+    run_id = (run / "wandb-run-id").read_text().strip()
+    (record,) = run.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb")
+    data = record.read_bytes()
+    assert b"train/reward" in data and b"train/frac_reward_zero_std" in data and b"letters" in data
+    assert not (run / "tensorboard").exists()  # report_to named W&B only
+
+
+def test_the_output_folder_is_a_team_directory_the_baselines_play(tmp_path: Path, model_dir: Path) -> None:
+    from peft import get_peft_model_state_dict
+
+    from baselines.policies import GenerationSettings
+    from baselines.policies.adapters import AdapterTeamPolicy, load_team_manifest
+    from llm_marl_envs.registry import make_env
+    from llm_marl_envs.rollout import run_episodes
+
+    env_kwargs = {"similarity": "tfidf", "max_turns": 1}
+    config = _config(tmp_path, model=str(model_dir), env_kwargs=env_kwargs, steps=2, envs_per_step=1,
+                     num_generations=2, max_completion_length=6, save_steps=1, report_to="none")
+    trainer = MAGRPOTrainer(config)
+    trainer.train()
+    run = tmp_path / "run"
+    manifest = load_team_manifest(run)
+    assert (manifest.env, manifest.env_name, manifest.num_agents) == ("writing_v0", "writing", 2)
+    assert manifest.base_model == str(model_dir.resolve()) and manifest.env_kwargs == env_kwargs
+    assert manifest.roles == {agent: f"adapters/{agent}" for agent in trainer.agents}
+    assert manifest.generation == GenerationSettings(temperature=1.0, top_p=1.0, max_new_tokens=6, seed=0)
+    assert load_team_manifest(run / "checkpoint-000002").roles == manifest.roles  # a checkpoint is a team too
+    policy = AdapterTeamPolicy(run, dtype="float32", device="cpu")
+    for agent in trainer.agents:  # each role's adapter is the trained one, to the bit
+        loaded = get_peft_model_state_dict(policy.model, adapter_name=agent)
+        trained = get_peft_model_state_dict(trainer.team.model_of(agent), adapter_name=agent)
+        assert loaded.keys() == trained.keys() and all(torch.equal(loaded[k], trained[k]) for k in loaded)
+    # The team plays its env: each agent acts on its own observation (the env's chat for that agent).
+    env = make_env(manifest.env_name, num_agents=manifest.num_agents, **manifest.env_kwargs)
+    (episode,) = run_episodes([env], policy.as_rollout_policy(GenerationSettings(max_new_tokens=4)), seeds=[3])
+    fresh = make_env(manifest.env_name, num_agents=manifest.num_agents, **manifest.env_kwargs)
+    fresh.reset(seed=3)
+    assert sorted(step.agent for step in episode.steps) == sorted(trainer.agents)
+    for step in episode.steps:
+        assert [dict(m) for m in step.messages] == fresh.chat_messages(step.agent)
