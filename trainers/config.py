@@ -90,6 +90,10 @@ class TrainerConfig:
     lora_alpha: int = 16
     """LoRA alpha."""
     lora_dropout: float = 0.0
+    micro_batch_size: int = 4
+    """Completions per forward/backward pass of the update; the gradients of the passes add up to the whole
+    batch's (the losses are weighted so), so this bounds memory without changing the update (TRL: gradient
+    accumulation over ``per_device_train_batch_size``)."""
     """LoRA dropout."""
     # ---------------------------------------------------------------------------------------------------------- run
     steps: int = 10
@@ -137,7 +141,8 @@ class TrainerConfig:
         check_choice("advantage", self.advantage, ADVANTAGES)
         if self.advantage == "per_agent" and self.num_agents < 2:
             raise ValueError("advantage: 'per_agent' compares an agent with its teammates; it needs num_agents >= 2")
-        for name in ("envs_per_step", "max_completion_length", "num_iterations", "lora_r", "lora_alpha", "steps"):
+        for name in ("envs_per_step", "max_completion_length", "num_iterations", "lora_r", "lora_alpha", "steps",
+                     "micro_batch_size"):
             check_int(name, getattr(self, name), 1)
         for name in ("save_steps", "save_total_limit", "max_bad_steps"):
             check_int(name, getattr(self, name), 1)

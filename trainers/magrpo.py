@@ -332,13 +332,12 @@ class MAGRPOTrainer:
             self._per_agent_checked = True
         samples, groups = batch_samples(roots, self.agents, config)
         metrics = reward_metrics(groups)
-        loss, loss_metrics, completion_mask, applied = self._update(samples)
+        loss, loss_metrics, tokens, applied = self._update(samples)
         if applied:
             self.bad_steps = 0
         else:
             self.bad_steps += 1
         self.step += 1
-        tokens = int(completion_mask.sum())
         elapsed = time.perf_counter() - started
         return {
             "step": self.step,
@@ -354,51 +353,70 @@ class MAGRPOTrainer:
             **_episode_metrics(roots),
         }
 
-    def _update(self, samples: list[Sample]) -> tuple[float, dict[str, float], Tensor, bool]:
+    def _update(self, samples: list[Sample]) -> tuple[float, dict[str, float], int, bool]:
         """The optimisation part of a step: ``num_iterations`` passes of loss, backward and one AdamW step per agent.
 
-        Returns ``(mean loss, last pass's loss metrics, completion mask, applied)``. A pass whose loss or gradients
+        Each pass runs ``micro_batch_size`` completions at a time (forward, backward; gradients add up), which bounds
+        activation memory by the micro-batch, not by agents × G × envs. Returns ``(mean loss, last pass's loss
+        metrics, completion tokens, applied)``. A pass whose loss or gradients
         are not finite applies nothing and ends the step (``applied`` False); with ``num_iterations == 1`` (always for
         ``magrpo``) the adapters are then exactly as before the step.
         """
         config = self.config
-        generations = [s.generation for s in samples]
-        agent_of_row = [s.agent for s in samples]
+        size = config.micro_batch_size
+        chunks = [range(start, min(start + size, len(samples))) for start in range(0, len(samples), size)]
+        generations = [[samples[i].generation for i in chunk] for chunk in chunks]
+        agent_of_row = [[samples[i].agent for i in chunk] for chunk in chunks]
+        advantages = [torch.tensor([samples[i].advantage for i in chunk]) for chunk in chunks]
+        # Micro-batches: the means over completions (magrpo, grpo, dr_grpo) are weighted by their share of the rows;
+        # dapo's token mean is normalised by the whole batch's completion tokens (TRL's num_items_in_batch), so the
+        # summed gradients equal the whole batch's.
+        token_total = sum(len(s.generation.completion_ids) for s in samples) if config.loss_type == "dapo" else None
+        weights = [1.0 if token_total is not None else len(chunk) / len(samples) for chunk in chunks]
         self.team.train()
-        old = ref = None
+        old: list[Tensor | None] = [None] * len(chunks)
+        ref: list[Tensor | None] = [None] * len(chunks)
         with torch.no_grad():
-            if config.beta != 0.0:  # the KL reference of a LoRA policy: the base with every adapter off
-                ref = self.team.forward_logprobs(generations, agent_of_row, reference=True).per_token_logps
-            if config.num_iterations > 1:  # π_old: the policy that sampled, fixed for all passes over the batch
-                old = self.team.forward_logprobs(generations, agent_of_row).per_token_logps
+            for k in range(len(chunks)):
+                if config.beta != 0.0:  # the KL reference of a LoRA policy: the base with every adapter off
+                    ref[k] = self.team.forward_logprobs(generations[k], agent_of_row[k], reference=True).per_token_logps
+                if config.num_iterations > 1:  # π_old: the policy that sampled, fixed for all passes over the batch
+                    old[k] = self.team.forward_logprobs(generations[k], agent_of_row[k]).per_token_logps
         losses: list[float] = []
         loss_metrics: dict[str, float] = {}
-        completion_mask: Tensor = torch.zeros(0)
+        tokens = 0
         applied = True
         for _ in range(config.num_iterations):
             for optimizer in self.optimizers.values():
                 optimizer.zero_grad(set_to_none=True)
-            logps = self.team.forward_logprobs(generations, agent_of_row, entropies=True)
-            completion_mask = logps.completion_mask
-            advantages = torch.tensor([s.advantage for s in samples], dtype=logps.per_token_logps.dtype,
-                                      device=logps.per_token_logps.device)
-            batch = PolicyBatch(per_token_logps=logps.per_token_logps, advantages=advantages,
-                                completion_mask=completion_mask, old_per_token_logps=old, ref_per_token_logps=ref,
-                                entropies=logps.entropies)
-            loss, loss_metrics = policy_loss(batch, self.loss_settings)
-            losses.append(loss.item())
-            if not math.isfinite(losses[-1]):
-                applied = False
-                break
-            loss.backward()
-            if not self._gradients_finite():  # e.g. an overflow in the backward pass of a finite loss
+            total, loss_metrics, tokens = 0.0, {}, 0
+            for k in range(len(chunks)):
+                logps = self.team.forward_logprobs(generations[k], agent_of_row[k], entropies=True)
+                tokens += int(logps.completion_mask.sum())
+                batch = PolicyBatch(per_token_logps=logps.per_token_logps,
+                                    advantages=advantages[k].to(logps.per_token_logps),
+                                    completion_mask=logps.completion_mask, old_per_token_logps=old[k],
+                                    ref_per_token_logps=ref[k], entropies=logps.entropies,
+                                    num_items_in_batch=token_total)
+                loss, metrics = policy_loss(batch, self.loss_settings)
+                weighted = loss * weights[k]
+                total += weighted.item()
+                share = len(chunks[k]) / len(samples)  # metrics: means over completions, weighted by rows
+                for name, value in metrics.items():
+                    loss_metrics[name] = loss_metrics.get(name, 0.0) + share * value
+                if not math.isfinite(total):
+                    applied = False
+                    break
+                weighted.backward()
+            losses.append(total)
+            if not applied or not self._gradients_finite():  # e.g. an overflow in the backward of a finite loss
                 applied = False
                 break
             for optimizer in self.optimizers.values():
                 optimizer.step()
         for optimizer in self.optimizers.values():
             optimizer.zero_grad(set_to_none=True)  # a skipped step leaves no gradients behind
-        return float(np.mean(losses)), loss_metrics, completion_mask, applied
+        return float(np.mean(losses)), loss_metrics, tokens, applied
 
     def _gradients_finite(self) -> bool:
         grads = [p.grad for optimizer in self.optimizers.values() for group in optimizer.param_groups

@@ -362,3 +362,33 @@ def test_the_output_folder_is_a_team_directory_the_baselines_play(tmp_path: Path
     assert sorted(step.agent for step in episode.steps) == sorted(trainer.agents)
     for step in episode.steps:
         assert [dict(m) for m in step.messages] == fresh.chat_messages(step.agent)
+
+
+@pytest.mark.parametrize("loss_type", ["magrpo", "grpo", "dr_grpo", "dapo"])
+def test_micro_batches_give_the_whole_batchs_update(tmp_path: Path, loss_type: str) -> None:
+    """One step with one completion per forward/backward equals the step with all 16 at once (same samples), for
+    every loss: the micro-batch losses are weighted so their gradients add up to the whole batch's."""
+    extra = {"beta": 0.1} if loss_type != "magrpo" else {}
+    results = []
+    for size in (1, 16):
+        config = _config(tmp_path / str(size), steps=1, envs_per_step=1, num_generations=8, loss_type=loss_type,
+                         micro_batch_size=size, report_to="none", **extra)
+        trainer = _trainer(config)
+        from llm_marl_envs.rollout import rollout_tree
+
+        with torch.no_grad():
+            roots = rollout_tree(trainer.envs, trainer.team.as_rollout_policy(trainer.generation), group_size=8,
+                                 seeds=[3])
+        trainer.envs = [_FixedTree(roots[0])]
+        before = _adapter_state(trainer)
+        row = trainer.training_step()
+        results.append((row, before, _adapter_state(trainer)))
+    (row_1, before_1, after_1), (row_16, before_16, after_16) = results
+    assert _same(before_1, before_16)  # same start, and the same sampled completions (same seed, same model)
+    assert row_1["completions"] == row_16["completions"] == 16
+    assert row_1["loss"] == pytest.approx(row_16["loss"], rel=1e-5, abs=1e-7)
+    moved = [not torch.equal(x, y) for k in after_16 for x, y in zip(after_16[k], before_16[k], strict=True)]
+    assert any(moved)
+    for agent in after_1:
+        for x, y in zip(after_1[agent], after_16[agent], strict=True):
+            assert torch.allclose(x, y, atol=1e-6, rtol=1e-4)
