@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything llm-marl-envs needs, from scratch, on a Debian machine: a virtual environment with the package
 # and all extras, the offline default model, a running Docker engine and the sandbox image.
-# Idempotent: each step is skipped when already done. Used by scripts/demo.sh and scripts/test.sh.
+# Idempotent: each step is skipped when already done. Used by scripts/study.sh and scripts/test.sh.
 #
 # Environment knobs:
 #   PYTHON      interpreter for the venv (default python3; 3.10-3.12)

@@ -8,6 +8,13 @@ Modules:
 - :mod:`trainers.losses` — the policy losses behind one registry (``LOSSES``) and one dispatch (``policy_loss``):
   ``magrpo`` (on-policy REINFORCE), and TRL's ``grpo`` / ``dr_grpo`` / ``dapo`` (clipped ratio, ``beta`` k3 KL); plus
   ``sequence_logprobs`` and ``entropy_from_logits``.
+- :mod:`trainers.generation` — :class:`~trainers.generation.TeamModel`: one LoRA adapter per agent on one frozen
+  base (or a base per agent), every agent × G × env row in one ``generate`` call, log-probabilities for the loss.
+- :mod:`trainers.config` — :class:`~trainers.config.TrainerConfig`, every option (TRL's names where they exist).
+- :mod:`trainers.magrpo` — :class:`~trainers.magrpo.MAGRPOTrainer`: the step (trees, advantages, micro-batched
+  update), logging, team-directory output.
+- :mod:`trainers.checkpoint` — atomic checkpoints and exact resume; :mod:`trainers.reporting` — TensorBoard / W&B.
+- :mod:`trainers.cli` — ``llm-marl train``; :mod:`trainers.trl_adapter` — TRL's ``GRPOTrainer`` on the envs.
 
 Importing ``trainers`` itself loads nothing heavy; torch comes with the submodules.
 """

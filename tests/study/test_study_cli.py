@@ -145,3 +145,23 @@ def test_ray_scale_out_against_a_local_ray_instance_logs_and_resumes_the_same_wa
         assert not {row["worker"] for row in ray_rows} & driver_pids
     finally:
         subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=120)
+
+
+@pytest.mark.model
+@pytest.mark.docker
+@pytest.mark.slow
+def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_path, capsys):
+    """The README's main job: train a 2-agent team per env briefly, evaluate the three conditions, report."""
+    argv = ["--preset", "smoke", "--similarity", "tfidf", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    rows = logged(tmp_path)
+    assert {r["key"] for r in rows} == planned_keys(argv)
+    for env in ("writing", "coding"):
+        team = tmp_path / "teams" / f"{env}-2"
+        assert (team / "team.json").is_file() and len(list((team / "adapters").iterdir())) == 2
+        assert len((team / "metrics.jsonl").read_text().splitlines()) == 2  # the preset's two training steps
+    trained = [r for r in rows if r["condition"] == "trained"]
+    assert trained and all(r["texts"] and r["num_agents"] == 2 for r in trained)
+    assert all(any(text.strip() for text in r["texts"].values()) for r in rows)  # the model wrote something
+    out = capsys.readouterr().out
+    assert "trained vs untrained" in out and (tmp_path / "report.md").is_file()
