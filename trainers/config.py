@@ -90,6 +90,8 @@ class TrainerConfig:
     lora_alpha: int = 16
     """LoRA alpha."""
     lora_dropout: float = 0.0
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (TRL's name): less memory for long sequences, more compute."""
     micro_batch_size: int = 4
     """Completions per forward/backward pass of the update; the gradients of the passes add up to the whole
     batch's (the losses are weighted so), so this bounds memory without changing the update (TRL: gradient
@@ -147,6 +149,8 @@ class TrainerConfig:
         for name in ("save_steps", "save_total_limit", "max_bad_steps"):
             check_int(name, getattr(self, name), 1)
         check_int("seed", self.seed, 0)
+        if not isinstance(self.gradient_checkpointing, bool):
+            raise TypeError(f"gradient_checkpointing: expected true or false, got {self.gradient_checkpointing!r}")
         check_int("min_completion_length", self.min_completion_length, 0, self.max_completion_length)
         for name in ("temperature", "learning_rate", "epsilon"):
             check_positive(name, getattr(self, name))

@@ -246,6 +246,8 @@ class MAGRPOTrainer:
             team = TeamModel.load(self.agents, model, dtype="float32", lora=lora, seed=config.seed)
             base_model = base_model or manifest_base_model(config)
         self.team = team
+        if config.gradient_checkpointing:
+            team.gradient_checkpointing_enable()
         self.base_model = base_model
         """The base model ``team.json`` names (None: the team was given without one; no manifest is written)."""
         self.optimizers = {

@@ -392,3 +392,20 @@ def test_micro_batches_give_the_whole_batchs_update(tmp_path: Path, loss_type: s
     for agent in after_1:
         for x, y in zip(after_1[agent], after_16[agent], strict=True):
             assert torch.allclose(x, y, atol=1e-6, rtol=1e-4)
+
+
+def test_gradient_checkpointing_changes_memory_not_the_update(tmp_path: Path) -> None:
+    """Recomputing activations in the backward pass gives the same step as keeping them."""
+    after = []
+    for checkpointing in (False, True):
+        config = _config(tmp_path / str(checkpointing), steps=1, envs_per_step=1, num_generations=4,
+                         gradient_checkpointing=checkpointing, micro_batch_size=2, report_to="none")
+        trainer = _trainer(config)
+        assert trainer.team._groups[0].model.is_gradient_checkpointing is checkpointing
+        before = _adapter_state(trainer)
+        trainer.training_step()
+        after.append(_adapter_state(trainer))
+        assert not _same(before, after[-1])
+    for agent in after[0]:
+        for x, y in zip(after[0][agent], after[1][agent], strict=True):
+            assert torch.allclose(x, y, atol=1e-6, rtol=1e-4)
