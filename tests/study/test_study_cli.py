@@ -150,6 +150,7 @@ def test_ray_scale_out_against_a_local_ray_instance_logs_and_resumes_the_same_wa
 @pytest.mark.model
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~3 min on 2 idle cores; a shared machine can take several times that
 def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_path, capsys):
     """The README's main job: train a 2-agent team per env briefly, evaluate the three conditions, report."""
     argv = ["--preset", "smoke", "--similarity", "tfidf", "--out", str(tmp_path)]
