@@ -30,6 +30,7 @@ from typing import Any
 
 from benchmarks.study import stats
 from benchmarks.study.episode_log import LOG_NAME
+from llm_marl_envs.registry import ENV_NAMES
 
 __all__ = [
     "CONSISTENCY_COLUMNS",
@@ -88,7 +89,7 @@ CONDITION_ORDER = (
     "one_round_discussion",
     "single",
 )
-ENV_ORDER = ("writing", "coding")
+ENV_ORDER = ENV_NAMES  # the registry's order; envs it does not know sort after them
 
 # Fields every row must carry, with the types they must have; metric fields may be absent or None.
 _REQUIRED: dict[str, tuple[type, ...]] = {
