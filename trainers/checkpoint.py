@@ -5,6 +5,11 @@ A checkpoint is the folder ``DIR/checkpoint-<step>``: ``adapters/<agent>/`` (pef
 checkpoint is also a team directory (``baselines.policies.adapters``; ``llm-marl demo --adapters``). It is written
 into a temporary folder and renamed into place, so a run killed while saving leaves the previous checkpoints intact;
 only the last ``keep`` are kept.
+
+In a data-parallel run (:mod:`trainers.distributed`) every rank takes part in :func:`save` (its RNG states are
+gathered; ``rng.pt`` holds rank 0's as in a one-process run plus ``ranks``, each rank's) and rank 0 alone writes; the
+adapters and optimizers are the same on every rank. :func:`resume` gives each rank its own RNG states back, so the
+run must be resumed with the number of processes it was saved with.
 """
 
 from __future__ import annotations
@@ -79,14 +84,32 @@ def checkpoints(directory: str | Path) -> list[Path]:
 
 
 def save(trainer: MAGRPOTrainer, directory: Path, keep: int) -> Path:
-    """Write ``DIR/checkpoint-<step>`` atomically and keep the last ``keep`` checkpoints."""
+    """Write ``DIR/checkpoint-<step>`` atomically and keep the last ``keep`` checkpoints (every rank of a
+    data-parallel run calls it; rank 0 writes)."""
     final = directory / f"checkpoint-{trainer.step:06d}"
+    parallel = trainer.parallel
+    rng_states = parallel.gather(_rng_state())
+    if not parallel.is_main:
+        parallel.barrier()  # returns once rank 0 has written the checkpoint
+        return final
+    try:
+        _write(trainer, directory, final, rng_states)
+        for old in checkpoints(directory)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        parallel.barrier()
+    return final
+
+
+def _write(trainer: MAGRPOTrainer, directory: Path, final: Path, rng_states: list[dict[str, Any]]) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".checkpoint-", dir=directory))
     try:
         trainer.team.save_adapters(staging / "adapters")
         write_team_manifest(staging, trainer)
         torch.save({agent: opt.state_dict() for agent, opt in trainer.optimizers.items()}, staging / "optimizers.pt")
-        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+        rng = dict(rng_states[0])
+        if len(rng_states) > 1:
+            rng["ranks"] = rng_states
         torch.save(rng, staging / "rng.pt")
         state = {"step": trainer.step, "bad_steps": trainer.bad_steps, "config": trainer.config.to_dict()}
         (staging / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
@@ -96,16 +119,30 @@ def save(trainer: MAGRPOTrainer, directory: Path, keep: int) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    for old in checkpoints(directory)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+
+
+def _rng_state() -> dict[str, Any]:
+    """This process's RNG states (CUDA's too when there is a GPU: sampling there draws from it)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> MAGRPOTrainer:
     """A trainer continuing the run in ``directory`` from its last checkpoint (``overrides``: e.g. ``steps``;
-    ``env_factory``: the same one the run was started with, if any)."""
+    ``env_factory``: the same one the run was started with, if any). Under ``torchrun`` every rank calls it."""
+    from trainers.distributed import DataParallel
     from trainers.generation import TeamModel
-    from trainers.magrpo import MAGRPOTrainer, manifest_base_model
+    from trainers.magrpo import MAGRPOTrainer, base_dtype, manifest_base_model
 
     directory = Path(directory)
     found = checkpoints(directory)
@@ -114,20 +151,27 @@ def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> 
     last = found[-1]
     state = json.loads((last / "state.json").read_text(encoding="utf-8"))
     config = TrainerConfig.from_mapping(state["config"]).replace(**overrides)
+    rng = torch.load(last / "rng.pt", weights_only=False)
+    saved_ranks = len(rng.get("ranks", [rng]))
+    parallel = DataParallel.from_environment()
+    if saved_ranks != parallel.world_size:
+        raise ValueError(f"{last} was saved by {saved_ranks} process(es) and this run has {parallel.world_size}: "
+                         f"resume with the same number of processes (each continues its own random stream)")
     agents = sorted(p.name for p in (last / "adapters").iterdir() if p.is_dir())
     adapters = {agent: last / "adapters" / agent for agent in agents}
     model = None if config.model == "default" else config.model
-    team = TeamModel.load(agents, model, dtype="float32", adapters=adapters, seed=config.seed)
-    trainer = MAGRPOTrainer(config, team=team, env_factory=env_factory, base_model=manifest_base_model(config))
+    team = TeamModel.load(agents, model, dtype=base_dtype(config.dtype, parallel.device), device=parallel.device,
+                          adapters=adapters, seed=config.seed)
+    trainer = MAGRPOTrainer(config, team=team, env_factory=env_factory, base_model=manifest_base_model(config),
+                            parallel=parallel)
     optimizers = torch.load(last / "optimizers.pt", weights_only=False)
     for agent, optimizer in trainer.optimizers.items():
         optimizer.load_state_dict(optimizers[agent])
-    rng = torch.load(last / "rng.pt", weights_only=False)
-    random.setstate(rng["python"])
-    np.random.set_state(rng["numpy"])
-    torch.set_rng_state(rng["torch"])
+    _set_rng_state(rng["ranks"][parallel.rank] if "ranks" in rng else rng)
     trainer.step, trainer.bad_steps = int(state["step"]), int(state["bad_steps"])
-    _drop_rows_after(directory / "metrics.jsonl", trainer.step)
+    if parallel.is_main:
+        _drop_rows_after(directory / "metrics.jsonl", trainer.step)
+    parallel.barrier()
     return trainer
 
 

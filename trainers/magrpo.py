@@ -22,25 +22,26 @@ TensorBoard (``DIR/tensorboard``) and W&B (:mod:`trainers.reporting`). The outpu
 it, is a *team directory* (``team.json`` + ``adapters/<agent>/``) that ``baselines.policies.adapters`` loads and
 ``llm-marl demo --adapters DIR`` plays.
 
-Scaling out (not built in this version)
----------------------------------------
-One process, one device: the team's base model sits on one GPU (or the CPU) and ``generate`` is transformers'.
-
-- *Several GPUs* (accelerate / torchrun DDP) are not supported: nothing here initialises a process group, shards the
-  tree roots across ranks, or all-reduces the adapters' gradients. What exists that would carry over: the adapters
-  are ordinary parameters with one optimizer per agent, and the roots of a step are independent, so data parallelism
-  would give each rank ``envs_per_step / world_size`` roots, wrap the peft model in DDP (or average the LoRA
-  gradients by hand) and gather the reward metrics. Today, use one GPU per run and run seeds or configs in parallel.
+Scaling out
+-----------
+- *Several processes* (one per GPU, or CPU processes): launch with ``torchrun`` (or ``accelerate launch``) and the
+  trainer is data-parallel (:mod:`trainers.distributed`): each of the ``world_size`` ranks grows
+  ``envs_per_step / world_size`` of the step's trees on its own copy of the team, the losses are weighted by the
+  whole step's completions, the adapters' gradients are summed across ranks before each AdamW step, and the reward
+  metrics are gathered, so the update is the one a single process would compute from the same completions. Rank 0
+  writes metrics, checkpoints (with every rank's RNG states) and the team; a run resumes with the same number of
+  processes. ``torchrun --standalone --nproc-per-node 2 --no-python llm-marl train ...``.
 - *vLLM generation* is not supported: sampling is one batched ``model.generate`` call per depth with per-row LoRA
   routing (:mod:`trainers.generation`). A vLLM backend would serve the base with one LoRA per agent
   (``enable_lora``), and after each step the updated adapters would have to be saved and reloaded into it (TRL's
   ``use_vllm`` does the weight sync for a single policy); the per-token log-probabilities it returns would be the
-  records the loss needs. None of that is written.
+  records the loss needs. None of that is written: no GPU was available to build and check it on.
 - For long completions on one GPU, :meth:`TeamModel.gradient_checkpointing_enable` trades compute for memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -69,6 +70,7 @@ from trainers.advantages import (
     sibling_groups,
 )
 from trainers.config import TrainerConfig
+from trainers.distributed import DataParallel
 from trainers.generation import LoraSettings, TeamModel
 from trainers.losses import LossSettings, PolicyBatch, policy_loss
 from trainers.reporting import MetricsReporter, format_row
@@ -168,7 +170,10 @@ def _scale_groups(root: TreeNode, agents: Sequence[str], config: TrainerConfig) 
 
 
 def batch_samples(
-    roots: Sequence[TreeNode], agents: Sequence[str], config: TrainerConfig
+    roots: Sequence[TreeNode],
+    agents: Sequence[str],
+    config: TrainerConfig,
+    gather: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[list[Sample], list[Tensor]]:
     """Every completion of a step's trees with its advantage, and the per-agent groups of returns.
 
@@ -181,6 +186,8 @@ def batch_samples(
     ``scale_rewards`` (TRL's option): ``group`` divides by the std of the group's returns (joint; an agent's G samples)
     or of the node's advantages (per_agent: all acting agents' samples, since one agent's A_i can be constant and
     non-zero), ``batch`` by one std over the whole step's values, ``none`` leaves ``A`` as it is; ``+ 1e-4`` as TRL.
+    ``gather`` (data parallelism) turns this process's values into every rank's, so ``batch`` takes the std of the
+    whole step's values, not of this rank's share.
     """
     groups: list[_ScaleGroup] = []
     metric_groups: list[Tensor] = []
@@ -188,7 +195,12 @@ def batch_samples(
         tree_groups, tree_metrics = _scale_groups(root, agents, config)
         groups += tree_groups
         metric_groups += tree_metrics
-    batch_std = _std(torch.cat([g.spread for g in groups])) if groups else None
+    batch_std = None
+    if config.scale_rewards == "batch":
+        spread = torch.cat([g.spread for g in groups]) if groups else torch.zeros(0, dtype=torch.float64)
+        if gather is not None:
+            spread = gather(spread)
+        batch_std = _std(spread)
     samples = []
     for group in groups:
         A = group.centered
@@ -222,30 +234,39 @@ class MAGRPOTrainer:
         team: TeamModel | None = None,
         env_factory: Callable[[], Any] | None = None,
         base_model: str | None = None,
+        parallel: DataParallel | None = None,
     ) -> None:
         """``team``: a ready :class:`TeamModel` (default: loaded from ``config.model``); ``env_factory``: builds any
         PettingZoo ParallelEnv with text spaces instead of ``config.env`` (wrapped in :class:`ChatEnv` when it has no
         ``chat_messages``); ``base_model``: what ``team.json`` names as the base of a given ``team`` (a model folder
         or ``SmolLM2-135M-Instruct``). The output is a team directory when the env is ``config.env`` and the base is
         known (the team was loaded from ``config.model``, or ``base_model`` names it); otherwise only the adapters are
-        saved."""
+        saved. ``parallel``: this process's rank in a data-parallel run (default: what ``torchrun`` set in the
+        environment, else one process)."""
         if not isinstance(config, TrainerConfig):
             raise TypeError(f"config: expected TrainerConfig, got {type(config).__name__}")
         self.config = config
+        self.parallel = parallel if parallel is not None else DataParallel.from_environment()
+        if config.envs_per_step % self.parallel.world_size:
+            raise ValueError(f"envs_per_step={config.envs_per_step} does not split over {self.parallel.world_size} "
+                             f"processes: use a multiple of the number of processes")
         self.registry_env = env_factory is None
         """True when the envs are ``config.env`` from the registry (then ``team.json`` can name the env)."""
         if env_factory is None:
             env_factory = functools.partial(make_env, config.env, num_agents=config.num_agents, **config.env_kwargs)
-        envs = [env_factory() for _ in range(config.envs_per_step)]
+        envs = [env_factory() for _ in range(config.envs_per_step // self.parallel.world_size)]
         self.envs = [env if hasattr(env, "chat_messages") else ChatEnv(env) for env in envs]
         self.agents = tuple(self.envs[0].possible_agents)
-        _seed_everything(config.seed)
+        # Each rank samples from its own stream (rank 0's is the one-process run's); adapters start equal anyway.
+        _seed_everything(config.seed + 104_729 * self.parallel.rank)
         if team is None:
             lora = LoraSettings(r=config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout)
             model = None if config.model == "default" else config.model
-            team = TeamModel.load(self.agents, model, dtype="float32", lora=lora, seed=config.seed)
+            team = TeamModel.load(self.agents, model, dtype=base_dtype(config.dtype, self.parallel.device),
+                                  device=self.parallel.device, lora=lora, seed=config.seed)
             base_model = base_model or manifest_base_model(config)
         self.team = team
+        self.parallel.broadcast_parameters(p for agent in self.agents for p in team.adapter_parameters(agent))
         if config.gradient_checkpointing:
             team.gradient_checkpointing_enable()
         self.base_model = base_model
@@ -280,15 +301,19 @@ class MAGRPOTrainer:
         up to then stay as written; ``--resume`` continues from the last checkpoint).
         """
         total = self.config.steps if steps is None else steps
-        self.output.mkdir(parents=True, exist_ok=True)
-        checkpoint.write_config(self.output, self.config)
+        main = self.parallel.is_main  # rank 0 writes the run's files; every rank takes part in the steps
+        if main:
+            self.output.mkdir(parents=True, exist_ok=True)
+            checkpoint.write_config(self.output, self.config)
         rows = []
-        with MetricsReporter(self.output, self.config, start_step=self.step) as reporter:
+        reporting = MetricsReporter(self.output, self.config, start_step=self.step) if main else None
+        with reporting or contextlib.nullcontext() as reporter:
             while self.step < total:
                 row = self.training_step()
                 rows.append(row)
-                reporter.log(row)
-                if row["skipped"]:
+                if reporter is not None:
+                    reporter.log(row)
+                if row["skipped"] and main:
                     logger.warning("%s; %d in a row (the run stops at %d)", format_row(row), self.bad_steps,
                                    self.config.max_bad_steps)
                 if on_step is not None:
@@ -303,7 +328,9 @@ class MAGRPOTrainer:
                         f"stopped at step {self.step}. The last checkpoint ({last}) is intact in {self.output}: "
                         f"fix the cause (rewards, learning rate) and continue with --resume"
                     )
-        self.save_team(self.output)
+        if main:
+            self.save_team(self.output)
+        self.parallel.barrier()
         return rows
 
     def save_team(self, directory: str | Path) -> Path:
@@ -315,10 +342,12 @@ class MAGRPOTrainer:
         return directory
 
     def training_step(self) -> dict[str, Any]:
-        """One MAGRPO step (see the module docstring); returns its metrics row."""
+        """One MAGRPO step (see the module docstring); returns its metrics row (the whole step's, on every rank)."""
         config = self.config
+        parallel = self.parallel
         started = time.perf_counter()
         seeds = [config.seed * 1_000_003 + self.step * config.envs_per_step + i for i in range(config.envs_per_step)]
+        seeds = parallel.shard(seeds)  # this rank's roots (all of them in one process)
         self.team.eval()
         with torch.no_grad():
             roots = rollout_tree(
@@ -332,39 +361,59 @@ class MAGRPOTrainer:
         if config.advantage == "per_agent" and not self._per_agent_checked:
             _check_per_agent_rewards(roots)
             self._per_agent_checked = True
-        samples, groups = batch_samples(roots, self.agents, config)
-        metrics = reward_metrics(groups)
-        loss, loss_metrics, tokens, applied = self._update(samples)
+        samples, groups = batch_samples(roots, self.agents, config, gather=self._gather_values)
+        # One gather for what the row reports of the whole step: every rank's groups of returns, episode outcomes,
+        # completions and generation time.
+        shared = parallel.gather((groups, _episode_values(roots), len(samples), generated - started))
+        metrics = reward_metrics([group for part in shared for group in part[0]])
+        episodes: dict[str, list[float]] = {}
+        for part in shared:
+            for name, values in part[1].items():
+                episodes.setdefault(name, []).extend(values)
+        loss, loss_metrics, tokens, applied = self._update(samples, sum(part[2] for part in shared))
         if applied:
             self.bad_steps = 0
         else:
             self.bad_steps += 1
         self.step += 1
-        elapsed = time.perf_counter() - started
+        elapsed = max(parallel.gather(time.perf_counter() - started))  # the step ends when its slowest rank does
         return {
             "step": self.step,
             "loss": loss,
             "skipped": not applied,
             **metrics,
             **loss_metrics,
-            "completions": len(samples),
+            "completions": sum(part[2] for part in shared),
             "completion_tokens": tokens,
             "step_time": elapsed,
-            "generation_time": generated - started,
+            "generation_time": max(part[3] for part in shared),
             "tokens_per_second": tokens / elapsed if elapsed > 0 else float("nan"),
-            **_episode_metrics(roots),
+            **{f"episode/{name}": float(np.mean(values)) for name, values in episodes.items()},
         }
 
-    def _update(self, samples: list[Sample]) -> tuple[float, dict[str, float], int, bool]:
+    def _gather_values(self, values: Tensor) -> Tensor:
+        """Every rank's ``values``, concatenated in rank order (``values`` itself in one process)."""
+        if not self.parallel.enabled:
+            return values
+        return torch.cat(self.parallel.gather(values.cpu()))
+
+    def _update(self, samples: list[Sample], step_samples: int | None = None) -> tuple[float, dict[str, float], int,
+                                                                                       bool]:
         """The optimisation part of a step: ``num_iterations`` passes of loss, backward and one AdamW step per agent.
 
         Each pass runs ``micro_batch_size`` completions at a time (forward, backward; gradients add up), which bounds
         activation memory by the micro-batch, not by agents × G × envs. Returns ``(mean loss, last pass's loss
-        metrics, completion tokens, applied)``. A pass whose loss or gradients
+        metrics, completion tokens, applied)``, all of the whole step. A pass whose loss or gradients
         are not finite applies nothing and ends the step (``applied`` False); with ``num_iterations == 1`` (always for
         ``magrpo``) the adapters are then exactly as before the step.
+
+        Data-parallel: ``samples`` are this rank's, ``step_samples`` the whole step's count (default
+        ``len(samples)``); each rank's losses are weighted by its share of the whole step, the gradients summed
+        across ranks before the optimizers step, and the returned figures are the whole step's.
         """
         config = self.config
+        parallel = self.parallel
+        step_samples = len(samples) if step_samples is None else step_samples
         size = config.micro_batch_size
         chunks = [range(start, min(start + size, len(samples))) for start in range(0, len(samples), size)]
         generations = [[samples[i].generation for i in chunk] for chunk in chunks]
@@ -373,8 +422,10 @@ class MAGRPOTrainer:
         # Micro-batches: the means over completions (magrpo, grpo, dr_grpo) are weighted by their share of the rows;
         # dapo's token mean is normalised by the whole batch's completion tokens (TRL's num_items_in_batch), so the
         # summed gradients equal the whole batch's.
-        token_total = sum(len(s.generation.completion_ids) for s in samples) if config.loss_type == "dapo" else None
-        weights = [1.0 if token_total is not None else len(chunk) / len(samples) for chunk in chunks]
+        token_total = None
+        if config.loss_type == "dapo":
+            token_total = int(parallel.sum(sum(len(s.generation.completion_ids) for s in samples)))
+        weights = [1.0 if token_total is not None else len(chunk) / step_samples for chunk in chunks]
         self.team.train()
         old: list[Tensor | None] = [None] * len(chunks)
         ref: list[Tensor | None] = [None] * len(chunks)
@@ -403,14 +454,25 @@ class MAGRPOTrainer:
                 loss, metrics = policy_loss(batch, self.loss_settings)
                 weighted = loss * weights[k]
                 total += weighted.item()
-                share = len(chunks[k]) / len(samples)  # metrics: means over completions, weighted by rows
+                share = len(chunks[k]) / step_samples  # metrics: means over completions, weighted by rows
                 for name, value in metrics.items():
                     loss_metrics[name] = loss_metrics.get(name, 0.0) + share * value
                 if not math.isfinite(total):
                     applied = False
                     break
                 weighted.backward()
+            # Data-parallel: the whole step's figures. Every rank reaches these collectives once per pass, however many
+            # micro-batches it ran or whether its loss broke off early.
+            if parallel.enabled:
+                parts = parallel.gather((applied, total, tokens, loss_metrics))
+                applied = all(part[0] for part in parts)
+                total, tokens = sum(part[1] for part in parts), sum(part[2] for part in parts)
+                names = dict.fromkeys(name for part in parts for name in part[3])
+                loss_metrics = {name: sum(part[3].get(name, 0.0) for part in parts) for name in names}
             losses.append(total)
+            if applied:
+                parallel.sum_gradients(p for optimizer in self.optimizers.values() for group in optimizer.param_groups
+                                       for p in group["params"])
             if not applied or not self._gradients_finite():  # e.g. an overflow in the backward of a finite loss
                 applied = False
                 break
@@ -426,6 +488,18 @@ class MAGRPOTrainer:
         # One norm over every gradient (NaN or inf in any of them makes it non-finite): one device sync, not one per
         # tensor. A norm that overflows float32 (gradients ~1e19) also counts as non-finite; such a step is no loss.
         return not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads)))
+
+
+def base_dtype(dtype: str, device: str) -> str:
+    """The dtype the trainer loads base models in (``TrainerConfig.dtype``): ``auto`` is bfloat16 on a GPU that
+    supports it (as TRL's ``bf16``) and float32 otherwise — also on CPUs with native bf16, where sampling would be
+    faster but the updates and an exact resume are what a CPU run is for."""
+    if dtype != "auto":
+        return dtype
+    from baselines.models import choose_device
+
+    device = choose_device(device)
+    return "bfloat16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "float32"
 
 
 def manifest_base_model(config: TrainerConfig) -> str:
@@ -449,9 +523,10 @@ def _check_per_agent_rewards(roots: Sequence[TreeNode]) -> None:
     )
 
 
-def _episode_metrics(roots: Sequence[TreeNode]) -> dict[str, float]:
-    """Means over the tree's leaves (the episodes' final outcomes) of the env's reward components (``quality``,
-    ``consistency``, ``turns``) and of its quality terms' ``pass_rate`` (coding: held-out tests passed)."""
+def _episode_values(roots: Sequence[TreeNode]) -> dict[str, list[float]]:
+    """The tree's leaves' (the episodes' final outcomes) values of the env's reward components (``quality``,
+    ``consistency``, ``turns``) and of its quality terms' ``pass_rate`` (coding: held-out tests passed); the row
+    reports their means as ``episode/<name>``."""
     leaves = [node for root in roots for node in root.nodes() if not node.children and node.steps]
     values: dict[str, list[float]] = {}
     for leaf in leaves:
@@ -461,7 +536,7 @@ def _episode_metrics(roots: Sequence[TreeNode]) -> dict[str, float]:
                             ("pass_rate", terms.get("pass_rate"))):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 values.setdefault(name, []).append(float(value))
-    return {f"episode/{name}": float(np.mean(v)) for name, v in values.items()}
+    return values
 
 
 def _seed_everything(seed: int) -> None:

@@ -191,6 +191,8 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
         TrainerConfig.from_mapping({"lr": 0.1})
     with pytest.raises(ValueError, match="num_iterations > 1 needs an importance ratio"):
         TrainerConfig(num_iterations=2)
+    with pytest.raises(ValueError, match=r"dtype: expected one of \('auto', 'float32', 'bfloat16'\), got 'fp8'"):
+        TrainerConfig(dtype="fp8")
     yaml_file = tmp_path / "cfg.yaml"
     yaml_file.write_text("env: coding_v0\nnum_agents: 2\nlearning_rat: 0.1\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"unknown options \['learning_rat'\]"):
@@ -409,3 +411,19 @@ def test_gradient_checkpointing_changes_memory_not_the_update(tmp_path: Path) ->
     for agent in after[0]:
         for x, y in zip(after[0][agent], after[1][agent], strict=True):
             assert torch.allclose(x, y, atol=1e-6, rtol=1e-4)
+
+
+def test_a_bfloat16_base_trains_float32_adapters(tmp_path: Path, model_dir: Path) -> None:
+    """``dtype: bfloat16`` (``auto`` on a GPU): the base loads in bf16, the adapters and their updates stay fp32."""
+    from trainers.magrpo import base_dtype
+
+    assert base_dtype("auto", "cpu") == "float32" and base_dtype("bfloat16", "cpu") == "bfloat16"
+    trainer = MAGRPOTrainer(_config(tmp_path, model=str(model_dir), dtype="bfloat16", steps=2), env_factory=LetterEnv)
+    assert trainer.team.model_of(AGENTS[0]).dtype == torch.bfloat16
+    before = _adapter_state(trainer)
+    rows = trainer.train()
+    assert all(math.isfinite(r["loss"]) and not r["skipped"] for r in rows)
+    after = _adapter_state(trainer)
+    for agent in AGENTS:
+        assert {p.dtype for p in after[agent]} == {torch.float32}
+        assert any(not torch.equal(a, b) for a, b in zip(before[agent], after[agent], strict=True))
