@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -354,15 +355,26 @@ def rollout_tree(
     max_depth: int | None = None,
     seeds: Sequence[int | None] | None = None,
     options: Mapping[str, Any] | None = None,
+    early_termination_threshold: float | None = None,
 ) -> list[TreeNode]:
     """Grow one MAGRPO tree per env: at each node every live agent samples ``group_size`` completions from the same
     position (restored from a snapshot of that node), the samples form joint actions (``joint``), and each joint
     action is stepped in its own copy of the env. All nodes of one depth, across envs, share one policy call.
+
+    ``early_termination_threshold``: a node whose joint actions earned a mean reward above it is not expanded further
+    (its children are leaves even if their episodes go on): the group is already good enough, so no more turns are
+    spent under it (MAGRPO's early termination; CoMLRL's ``early_termination_threshold``). None: every branch runs
+    until its episode ends or ``max_depth``.
     """
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size: expected an int >= 1, got {group_size!r}")
     if joint not in JOINT_MODES:
         raise ValueError(f"joint: expected one of {JOINT_MODES}, got {joint!r}")
+    if early_termination_threshold is not None and (
+        isinstance(early_termination_threshold, bool) or not isinstance(early_termination_threshold, (int, float))
+        or math.isnan(early_termination_threshold)
+    ):
+        raise ValueError(f"early_termination_threshold: expected None or a number, got {early_termination_threshold!r}")
     envs = list(envs)
     seeds = list(seeds) if seeds is not None else [None] * len(envs)
     roots = []
@@ -391,6 +403,7 @@ def rollout_tree(
                 choices = [(k,) * len(agents) for k in range(group_size)]
             else:
                 choices = list(itertools.product(range(group_size), repeat=len(agents)))
+            growing = []
             for choice in choices:
                 child_env = copy.deepcopy(env)  # the node's position, carried by the env's snapshot of its episode
                 records = {
@@ -404,6 +417,9 @@ def rollout_tree(
                 child = TreeNode(node.env_index, node.depth + 1, steps, steps[0].reward, done, choice)
                 node.children.append(child)
                 if not done and (max_depth is None or child.depth < max_depth):
-                    next_frontier.append((child, child_env))
+                    growing.append((child, child_env))
+            mean_reward = sum(child.reward for child in node.children) / len(node.children)
+            if early_termination_threshold is None or not mean_reward > early_termination_threshold:
+                next_frontier += growing
         frontier = next_frontier
     return roots

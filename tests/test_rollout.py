@@ -125,3 +125,47 @@ def test_branch_rewards_equal_a_replay_of_the_same_actions() -> None:
         rollout_tree([env], lambda reqs: [], group_size=0)
     with pytest.raises(ValueError, match="joint"):
         rollout_tree([env], lambda reqs: [], group_size=2, joint="diagonal")
+
+
+def test_early_termination_stops_branches_whose_group_did_well_enough() -> None:
+    """A node grows further turns only while its joint actions' mean reward is not above the threshold; with the
+    same (deterministic) samples, the pruned tree is the full tree cut exactly there."""
+
+    def grow(threshold: float | None) -> list[TreeNode]:
+        envs = [ENV_FACTORIES["writing"](num_agents=2, max_turns=3) for _ in range(2)]
+
+        def policy(requests: list[ChatRequest]) -> list[str]:
+            # Deterministic and different per sample (the runner asks each request G = 2 times in a row): a prefix of
+            # the scripted draft whose length depends on the sample and the turn, so groups earn different rewards.
+            texts = []
+            for i, r in enumerate(requests):
+                words = scripted_action(envs[r.env_index], r.agent, r.turn).split()
+                texts.append(" ".join(words[: max(3, len(words) * (i % 2 + 1 + r.turn) // 5)]))
+            return texts
+
+        return rollout_tree(envs, policy, group_size=2, seeds=[0, 1], early_termination_threshold=threshold)
+
+    full = grow(None)
+    means = [sum(c.reward for c in node.children) / len(node.children)
+             for root in full for node in root.nodes() if node.children]
+    threshold = sorted(means)[len(means) // 2]  # some groups above it, some not
+    assert min(means) <= threshold < max(means)
+    pruned = grow(threshold)
+
+    def expected_shape(node: TreeNode, parent_mean_above: bool) -> list:
+        if parent_mean_above or not node.children:
+            return []
+        mean = sum(c.reward for c in node.children) / len(node.children)
+        return [(c.reward, expected_shape(c, mean > threshold)) for c in node.children]
+
+    def shape(node: TreeNode) -> list:
+        return [(c.reward, shape(c)) for c in node.children]
+
+    for full_root, pruned_root in zip(full, pruned, strict=True):
+        assert shape(pruned_root) == expected_shape(full_root, False)
+    assert sum(len(r.nodes()) for r in pruned) < sum(len(r.nodes()) for r in full)
+    # Below every group's mean: only the first turn is grown.
+    assert all(not c.children for root in grow(min(means) - 1.0) for c in root.children)
+    with pytest.raises(ValueError, match="early_termination_threshold"):
+        rollout_tree([ENV_FACTORIES["writing"](num_agents=2)], lambda reqs: [], group_size=2,
+                     early_termination_threshold=float("nan"))

@@ -4,7 +4,7 @@ Option names follow TRL's ``GRPOConfig`` where the idea exists there (``learning
 ``loss_type``, ``epsilon``, ``epsilon_high``, ``beta``, ``scale_rewards``, ``num_iterations``,
 ``max_completion_length``, ``temperature``, ``top_p``, ``save_steps``, ``save_total_limit``, ``seed``), transformers'
 ``TrainingArguments`` for logging (``report_to``, ``run_name``; ``logging_dir`` as transformers 4 named it) and
-CoMLRL's ``MAGRPOConfig`` for the multi-agent ones (``joint_mode``, ``discount``).
+CoMLRL's ``MAGRPOConfig`` for the multi-agent ones (``joint_mode``, ``discount``, ``early_termination_threshold``).
 
 >>> config = TrainerConfig(env="writing", num_agents=2, steps=3)
 >>> config.num_generations, config.loss_type
@@ -72,6 +72,9 @@ class TrainerConfig:
     """``magrpo`` (on-policy, no ratio, no clipping; MAGRPO), ``grpo``, ``dr_grpo``, ``dapo`` (TRL's)."""
     discount: float = 1.0
     """γ in ``R = r + γ·mean(children R)`` (CoMLRL's ``discount``; 1.0 in the official configs)."""
+    early_termination_threshold: float | None = None
+    """A tree node whose joint actions' mean reward is above this grows no further turns (CoMLRL's name; its default
+    -0.2 is tied to its rewards' scale, so here None: off)."""
     scale_rewards: str = "group"
     """Advantage scaling: ``group`` (std within each sibling group), ``batch`` (one std), ``none``."""
     advantage: str = "joint"
@@ -163,6 +166,10 @@ class TrainerConfig:
             raise ValueError(f"top_p: expected a value in (0, 1], got {self.top_p}")
         if not 0 < self.discount <= 1:
             raise ValueError(f"discount: expected a value in (0, 1], got {self.discount}")
+        threshold = self.early_termination_threshold
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                      or not math.isfinite(threshold)):
+            raise ValueError(f"early_termination_threshold: expected None or a finite number, got {threshold!r}")
         if self.epsilon_high is not None:
             check_positive("epsilon_high", self.epsilon_high)
         if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta >= 0):

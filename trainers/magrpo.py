@@ -5,7 +5,8 @@ One step, top to bottom (Liu et al. 2025, arXiv 2508.04652, Alg. 1; official cod
 1. ``envs_per_step`` episodes grow MAGRPO trees (:func:`llm_marl_envs.rollout.rollout_tree`): at every node each live
    agent samples ``G = num_generations`` completions from its *own* observation (decentralized execution), all nodes
    of one depth across envs in one batched ``generate`` (:class:`trainers.generation.TeamModel`), and the samples form
-   ``aligned`` (G) or ``cross`` (G^N) joint actions, each stepped in its own copy of the env.
+   ``aligned`` (G) or ``cross`` (G^N) joint actions, each stepped in its own copy of the env. A node whose joint
+   actions' mean reward is above ``early_termination_threshold`` (when set) grows no further turns.
 2. Returns ``R = r + γ·mean(children R)`` (:func:`trainers.advantages.node_returns`) — the centralized part: the joint
    reward of the whole team, computed from what the envs pay.
 3. At every node, each agent's G samples get ``A = R − mean(siblings' R)``, scaled by ``scale_rewards`` (the std of
@@ -356,6 +357,7 @@ class MAGRPOTrainer:
                 group_size=config.num_generations,
                 joint=config.joint_mode,
                 seeds=seeds,
+                early_termination_threshold=config.early_termination_threshold,
             )
         generated = time.perf_counter()
         if config.advantage == "per_agent" and not self._per_agent_checked:

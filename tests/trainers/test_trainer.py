@@ -193,6 +193,8 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
         TrainerConfig(num_iterations=2)
     with pytest.raises(ValueError, match=r"dtype: expected one of \('auto', 'float32', 'bfloat16'\), got 'fp8'"):
         TrainerConfig(dtype="fp8")
+    with pytest.raises(ValueError, match="early_termination_threshold: expected None or a finite number"):
+        TrainerConfig(early_termination_threshold=float("inf"))
     yaml_file = tmp_path / "cfg.yaml"
     yaml_file.write_text("env: coding_v0\nnum_agents: 2\nlearning_rat: 0.1\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"unknown options \['learning_rat'\]"):
