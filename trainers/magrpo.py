@@ -262,7 +262,7 @@ class MAGRPOTrainer:
         _seed_everything(config.seed + 104_729 * self.parallel.rank)
         if team is None:
             lora = LoraSettings(r=config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout)
-            model = None if config.model == "default" else config.model
+            model = model_sources(config, self.agents)
             team = TeamModel.load(self.agents, model, dtype=base_dtype(config.dtype, self.parallel.device),
                                   device=self.parallel.device, lora=lora, seed=config.seed)
             base_model = base_model or manifest_base_model(config)
@@ -504,10 +504,29 @@ def base_dtype(dtype: str, device: str) -> str:
     return "bfloat16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "float32"
 
 
-def manifest_base_model(config: TrainerConfig) -> str:
+def model_sources(config: TrainerConfig, agents: Sequence[str]) -> str | dict[str, str] | None:
+    """``config.model`` as :meth:`TeamModel.load` takes it: None for the default model, a folder, or
+    ``{agent: source}`` for a per-agent mapping (whose agents must be the env's)."""
+    def source(model: str) -> str:
+        return DEFAULT_MODEL if model == "default" else model
+
+    if not isinstance(config.model, dict):
+        return None if config.model == "default" else config.model
+    if sorted(config.model) != sorted(agents):
+        raise ValueError(f"model: the mapping names agents {sorted(config.model)} but the env's agents are "
+                         f"{sorted(agents)}; give one model per agent")
+    return {agent: source(config.model[agent]) for agent in agents}
+
+
+def manifest_base_model(config: TrainerConfig) -> str | None:
     """The base model as ``team.json`` names it: ``SmolLM2-135M-Instruct`` for ``default`` (what
-    ``baselines.models.load_model`` resolves offline), else the model folder's absolute path."""
-    return DEFAULT_MODEL if config.model == "default" else str(Path(config.model).resolve())
+    ``baselines.models.load_model`` resolves offline), else the model folder's absolute path; None for a per-agent
+    mapping of different models (a team directory names one base)."""
+    models = set(config.model.values()) if isinstance(config.model, dict) else {config.model}
+    if len(models) > 1:
+        return None
+    model = models.pop()
+    return DEFAULT_MODEL if model == "default" else str(Path(model).resolve())
 
 
 def _check_per_agent_rewards(roots: Sequence[TreeNode]) -> None:

@@ -429,3 +429,32 @@ def test_a_bfloat16_base_trains_float32_adapters(tmp_path: Path, model_dir: Path
     for agent in AGENTS:
         assert {p.dtype for p in after[agent]} == {torch.float32}
         assert any(not torch.equal(a, b) for a, b in zip(before[agent], after[agent], strict=True))
+
+
+def test_a_heterogeneous_team_trains_one_base_per_agent_from_the_config(
+    tmp_path: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``model: {agent: folder}``: each agent on its own base (agents naming one model share it); no team.json, since
+    a team directory names one base; the run resumes with the same bases; a mapping of other agents is refused."""
+    other = tmp_path_factory.mktemp("tiny-other")
+    loaded = tiny_model(seed=1)
+    loaded.model.save_pretrained(other)
+    loaded.tokenizer.save_pretrained(other)
+    models = {AGENTS[0]: str(model_dir), AGENTS[1]: str(other)}
+    trainer = MAGRPOTrainer(_config(tmp_path, model=models, steps=2, save_steps=1), env_factory=LetterEnv)
+    assert trainer.team.heterogeneous and trainer.team.model_of(AGENTS[0]) is not trainer.team.model_of(AGENTS[1])
+    first, second = (trainer.team.model_of(a).get_base_model() for a in AGENTS)
+    assert not torch.equal(first.model.embed_tokens.weight, second.model.embed_tokens.weight)
+    rows = trainer.train()
+    assert [r["step"] for r in rows] == [1, 2] and not (tmp_path / "run" / "team.json").exists()
+    resumed = checkpoint.resume(tmp_path / "run", env_factory=LetterEnv, steps=3)
+    assert resumed.team.heterogeneous and resumed.step == 2
+    assert [r["step"] for r in resumed.train()] == [3]
+
+    shared = MAGRPOTrainer(_config(tmp_path / "shared", model={a: str(model_dir) for a in AGENTS}, steps=1),
+                           env_factory=LetterEnv)
+    assert not shared.team.heterogeneous and shared.base_model == str(model_dir.resolve())
+    with pytest.raises(ValueError, match=r"the mapping names agents \['someone'\] but the env's agents are"):
+        MAGRPOTrainer(_config(tmp_path / "bad", model={"someone": str(model_dir)}), env_factory=LetterEnv)
+    with pytest.raises(ValueError, match=r"model\['writer_1'\]: no model folder at"):
+        TrainerConfig(model={AGENTS[0]: "default", AGENTS[1]: str(tmp_path / "missing")})
