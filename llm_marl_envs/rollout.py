@@ -22,6 +22,7 @@ of all envs reach the executor's warm pool together instead of one env after ano
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
@@ -124,16 +125,22 @@ class ChatEnv:
         return chat(self.system_prompt, str(self._observations[agent]))
 
     def state(self) -> dict[str, Any]:
-        """What trajectories record: the turn, the team return and how the episode ended."""
+        """What trajectories record: the turn, the team return and how the episode ended, every agent's latest
+        observation, and the inner env's own ``state()`` (``env_state``) where it has one."""
         task_id = str(getattr(self.env, "task_id", type(self.env).__name__))
-        return {
+        state = {
             "task": {"task_id": task_id},
             "turn": self.turn,
             "team_return": self.team_return,
             "end_reason": self.end_reason,
             "drafts": {},
             "config": {},
+            "observations": {agent: str(text) for agent, text in self._observations.items()},
         }
+        # PettingZoo's ParallelEnv.state() raises NotImplementedError where the env does not write one.
+        with contextlib.suppress(AttributeError, NotImplementedError):
+            state["env_state"] = self.env.state()
+        return state
 
 
 @dataclass(frozen=True)
@@ -340,6 +347,9 @@ class TreeNode:
     sample_index: tuple[int, ...] = ()
     """Per acting agent, which of its G samples this joint action took (aligned: all equal)."""
     children: list[TreeNode] = field(default_factory=list)
+    state: Any = None
+    """The env's ``state()`` at this node's position (the root's after reset, a child's after its step), when the
+    runner was asked to record it (``record_state``: the input of a centralized critic); otherwise None."""
 
     def nodes(self) -> list[TreeNode]:
         """This node and every descendant, depth first."""
@@ -356,6 +366,7 @@ def rollout_tree(
     seeds: Sequence[int | None] | None = None,
     options: Mapping[str, Any] | None = None,
     early_termination_threshold: float | None = None,
+    record_state: bool = False,
 ) -> list[TreeNode]:
     """Grow one MAGRPO tree per env: at each node every live agent samples ``group_size`` completions from the same
     position (restored from a snapshot of that node), the samples form joint actions (``joint``), and each joint
@@ -365,6 +376,9 @@ def rollout_tree(
     (its children are leaves even if their episodes go on): the group is already good enough, so no more turns are
     spent under it (MAGRPO's early termination; CoMLRL's ``early_termination_threshold``). None: every branch runs
     until its episode ends or ``max_depth``.
+
+    ``record_state``: every node keeps the env's ``state()`` at its position (:attr:`TreeNode.state`), the privileged
+    view a centralized critic learns from; agents never see it.
     """
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size: expected an int >= 1, got {group_size!r}")
@@ -381,7 +395,7 @@ def rollout_tree(
     frontier: list[tuple[TreeNode, Any]] = []
     for index, (env, seed) in enumerate(zip(envs, seeds, strict=True)):
         env.reset(seed=seed, options=None if options is None else dict(options))
-        root = TreeNode(index, 0, done=not env.agents)
+        root = TreeNode(index, 0, done=not env.agents, state=env.state() if record_state else None)
         roots.append(root)
         if env.agents:
             frontier.append((root, env))
@@ -414,7 +428,8 @@ def rollout_tree(
                 result = child_env.step(actions)
                 steps = tuple(_agent_steps(child_env.turn, records, actions, result))
                 done = not child_env.agents
-                child = TreeNode(node.env_index, node.depth + 1, steps, steps[0].reward, done, choice)
+                child = TreeNode(node.env_index, node.depth + 1, steps, steps[0].reward, done, choice,
+                                 state=child_env.state() if record_state else None)
                 node.children.append(child)
                 if not done and (max_depth is None or child.depth < max_depth):
                     growing.append((child, child_env))

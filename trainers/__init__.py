@@ -14,6 +14,8 @@ Modules:
 - :mod:`trainers.magrpo` — :class:`~trainers.magrpo.MAGRPOTrainer`: the step (trees, advantages, micro-batched
   update), logging, team-directory output.
 - :mod:`trainers.checkpoint` — atomic checkpoints and exact resume; :mod:`trainers.reporting` — TensorBoard / W&B.
+- :mod:`trainers.critic` — the optional centralized critic: a value head on the frozen base's reading of the env's
+  ``state()``, the baseline ``A = R − V(s)`` with ``baseline: critic``.
 - :mod:`trainers.distributed` — data parallelism over ``torchrun`` processes (shards of a step's trees, gradients
   summed across ranks, metrics gathered).
 - :mod:`trainers.cli` — ``llm-marl train``; :mod:`trainers.trl_adapter` — TRL's ``GRPOTrainer`` on the envs.

@@ -12,6 +12,8 @@ Sources (read, not copied):
 - GRPO advantages: TRL 1.16.0 ``trl/trainer/grpo_trainer.py`` (``_generate_and_score_completions``, the
   ``multi_objective_aggregation == "sum_then_normalize"`` branch), ``trl/trainer/grpo_config.py``
   (``scale_rewards``) and ``trl/trainer/utils.py`` (``nanstd``).
+- Critic baseline: REINFORCE with a state-value baseline (Sutton & Barto, 2nd ed., §13.4), the value of the
+  centralized state (MAPPO, Yu et al., arXiv 2103.01955); :func:`value_targets`.
 - Per-agent advantage: Qiu, Xu, Yue, *Reinforcement Learning-Augmented LLM Agents for Collaborative Decision Making
   and Performance Optimization*, arXiv 2512.24609 (team credit relative to the other agents).
 
@@ -73,6 +75,21 @@ def node_returns(root: TreeNode, gamma: float) -> dict[int, float]:
 
     visit(root)
     return returns
+
+
+def value_targets(root: TreeNode, gamma: float) -> list[tuple[TreeNode, float]]:
+    """The regression targets of a centralized critic: every expanded node with the return of its position,
+    ``V*(n) = mean_{c ∈ children(n)} R(c)`` — the tree's Monte-Carlo estimate of what the team earns from ``n`` on
+    under the sampling policy (the reward of the step *into* ``n`` is not part of it). Depth first, in the order of
+    :func:`sibling_groups` (a node's target is the baseline of its children's group).
+
+    The critic ``V(s_n)`` then replaces the group mean as the baseline: ``A = R(c) − V(s_n)``, REINFORCE with a
+    learned state-value baseline (Sutton & Barto, *Reinforcement Learning*, 2nd ed., §13.4), the value fed by the
+    centralized state as in MAPPO (Yu et al., arXiv 2103.01955).
+    """
+    returns = node_returns(root, gamma)
+    return [(node, sum(returns[id(c)] for c in node.children) / len(node.children))
+            for node in root.nodes() if node.children]
 
 
 def sibling_groups(root: TreeNode) -> list[list[TreeNode]]:

@@ -1,8 +1,9 @@
 """Checkpoints: everything a run needs to continue exactly — adapters, optimizers, RNG states, step, config.
 
 A checkpoint is the folder ``DIR/checkpoint-<step>``: ``adapters/<agent>/`` (peft format), ``optimizers.pt``,
-``rng.pt`` and ``state.json`` (step, config), plus ``team.json`` when the run's env and base model are known, so a
-checkpoint is also a team directory (``baselines.policies.adapters``; ``llm-marl demo --adapters``). It is written
+``critic.pt`` (``baseline: critic``: the value head and its optimizer), ``rng.pt`` and ``state.json`` (step,
+config), plus ``team.json`` when the run's env and base model are known, so a checkpoint is also a team directory
+(``baselines.policies.adapters``; ``llm-marl demo --adapters``; the critic is not part of the team). It is written
 into a temporary folder and renamed into place, so a run killed while saving leaves the previous checkpoints intact;
 only the last ``keep`` are kept.
 
@@ -107,6 +108,8 @@ def _write(trainer: MAGRPOTrainer, directory: Path, final: Path, rng_states: lis
         trainer.team.save_adapters(staging / "adapters")
         write_team_manifest(staging, trainer)
         torch.save({agent: opt.state_dict() for agent, opt in trainer.optimizers.items()}, staging / "optimizers.pt")
+        if trainer.critic is not None:
+            torch.save(trainer.critic.state_dict(), staging / "critic.pt")
         rng = dict(rng_states[0])
         if len(rng_states) > 1:
             rng["ranks"] = rng_states
@@ -167,6 +170,8 @@ def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> 
     optimizers = torch.load(last / "optimizers.pt", weights_only=False)
     for agent, optimizer in trainer.optimizers.items():
         optimizer.load_state_dict(optimizers[agent])
+    if trainer.critic is not None:
+        trainer.critic.load_state_dict(torch.load(last / "critic.pt", weights_only=False))
     _set_rng_state(rng["ranks"][parallel.rank] if "ranks" in rng else rng)
     trainer.step, trainer.bad_steps = int(state["step"]), int(state["bad_steps"])
     if parallel.is_main:

@@ -31,6 +31,7 @@ LOSS_TYPES: tuple[str, ...] = ("magrpo", "grpo", "dr_grpo", "dapo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
 JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
 ADVANTAGES: tuple[str, ...] = ("joint", "per_agent")
+BASELINES: tuple[str, ...] = ("group", "critic")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 REPORT_TO: tuple[str, ...] = ("tensorboard", "wandb")
 """Where metrics go besides ``DIR/metrics.jsonl`` (which is always written); ``"none"`` in ``report_to`` means none."""
@@ -83,6 +84,14 @@ class TrainerConfig:
     """``joint``: each sample's advantage is the team return minus its siblings' mean (MAGRPO); ``per_agent``: the
     agent's own return minus the mean of the acting agents' returns, ``A_i = R_i − mean_j R_j`` (arXiv 2512.24609),
     for envs that pay each agent its own reward (the suite's writing and coding envs pay one joint reward)."""
+    baseline: str = "group"
+    """What a sample's return is compared with: ``group``, the mean of its siblings' returns (MAGRPO); ``critic``, a
+    learned centralized value ``V(s)`` of the node's position from the env's ``state()`` (:mod:`trainers.critic`;
+    with ``advantage: joint`` and ``scale_rewards: none``)."""
+    critic_learning_rate: float = 1e-3
+    """AdamW learning rate of the critic's value head (``baseline: critic``)."""
+    critic_max_tokens: int = 1024
+    """The most tokens of a state's text the critic reads (longer ones keep head and tail)."""
     epsilon: float = 0.2
     """Lower clipping range of the ratio (grpo family)."""
     epsilon_high: float | None = None
@@ -159,6 +168,16 @@ class TrainerConfig:
         check_choice("advantage", self.advantage, ADVANTAGES)
         if self.advantage == "per_agent" and self.num_agents < 2:
             raise ValueError("advantage: 'per_agent' compares an agent with its teammates; it needs num_agents >= 2")
+        check_choice("baseline", self.baseline, BASELINES)
+        if self.baseline == "critic" and self.advantage != "joint":
+            raise ValueError("baseline: 'critic' estimates the team's return; use it with advantage 'joint'")
+        if self.baseline == "critic" and self.scale_rewards != "none":
+            # A group (or batch) whose returns are all equal has std 0, and R − V(s) is not 0 there as R − mean is:
+            # dividing by 0 + 1e-4 would blow that advantage up 10,000-fold.
+            raise ValueError("baseline: 'critic' needs scale_rewards 'none' (A = R − V(s) on the reward's scale); "
+                             f"got scale_rewards {self.scale_rewards!r}, whose std is 0 wherever returns tie")
+        check_positive("critic_learning_rate", self.critic_learning_rate)
+        check_int("critic_max_tokens", self.critic_max_tokens, 16)
         for name in ("envs_per_step", "max_completion_length", "num_iterations", "lora_r", "lora_alpha", "steps",
                      "micro_batch_size"):
             check_int(name, getattr(self, name), 1)

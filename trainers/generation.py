@@ -668,6 +668,28 @@ class TeamModel:
             entropy = entropy_from_logits(completion_logits(logits, width, temperature)) * completion_mask
         return CompletionLogprobs(per_token, completion_mask, entropy)
 
+    def state_features(self, texts: Sequence[str], *, max_tokens: int = 1024) -> Tensor:
+        """Features of ``texts`` for a value head (:mod:`trainers.critic`): the first base model's last-layer hidden
+        state at each text's last token, every adapter off, no gradient; float32 ``[len(texts), hidden]``.
+
+        Texts are tokenized as they are (no chat template); one over ``max_tokens`` keeps its head and tail. The
+        rows are left-padded with position ids counted from each row's first token, so a row's features equal those
+        of its unpadded forward.
+        """
+        if not texts:
+            raise ValueError("texts: expected at least one text, got none")
+        group = self._groups[0]
+        encoded = [ids or [group.pad_id] for ids in encode_prompts(group.loaded.tokenizer, texts, max_tokens)]
+        input_ids, attention = left_pad(encoded, group.pad_id, group.loaded.device)
+        position_ids = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        causal_lm = group.model.get_base_model()
+        backbone = getattr(causal_lm, causal_lm.base_model_prefix)  # the decoder stack, without the LM head
+        adapters_off = (group.routed([group.agents[0]] * len(encoded), base_only=True) if self.scheme == "stacked"
+                        else group.model.disable_adapter())
+        with torch.no_grad(), adapters_off:
+            output = backbone(input_ids=input_ids, attention_mask=attention, position_ids=position_ids)
+        return output.last_hidden_state[:, -1].float()
+
     # ------------------------------------------------------------------------------------------------------------
     # Routing for callers that run the model themselves (benchmarks, custom losses)
     # ------------------------------------------------------------------------------------------------------------

@@ -8,10 +8,12 @@ One step, top to bottom (Liu et al. 2025, arXiv 2508.04652, Alg. 1; official cod
    ``aligned`` (G) or ``cross`` (G^N) joint actions, each stepped in its own copy of the env. A node whose joint
    actions' mean reward is above ``early_termination_threshold`` (when set) grows no further turns.
 2. Returns ``R = r + γ·mean(children R)`` (:func:`trainers.advantages.node_returns`) — the centralized part: the joint
-   reward of the whole team, computed from what the envs pay.
-3. At every node, each agent's G samples get ``A = R − mean(siblings' R)``, scaled by ``scale_rewards`` (the std of
-   the group, or of the whole batch). With ``advantage="per_agent"`` each agent's own return is used instead and
-   compared with its teammates': ``A_i = R_i − mean_j R_j`` (arXiv 2512.24609; :func:`batch_samples`).
+   reward of the whole team, computed from what the envs pay. With ``baseline="critic"`` a value head reads each
+   expanded node's privileged ``state()`` (:mod:`trainers.critic`) and is fitted to ``mean(children R)``.
+3. At every node, each agent's G samples get ``A = R − mean(siblings' R)`` (or ``R − V(s_node)`` with the critic),
+   scaled by ``scale_rewards`` (the std of the group, or of the whole batch). With ``advantage="per_agent"`` each
+   agent's own return is used instead and compared with its teammates': ``A_i = R_i − mean_j R_j`` (arXiv
+   2512.24609; :func:`batch_samples`).
 4. The loss (:func:`trainers.losses.policy_loss`) over every sampled completion under its agent's adapter; one AdamW
    optimizer per agent's adapter. A step whose loss or gradients are not finite is skipped (no update, the row says
    ``skipped: true``); ``max_bad_steps`` of them in a row stop the run (:class:`NonFiniteLossError`).
@@ -48,7 +50,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,9 +70,10 @@ from trainers.advantages import (
     per_agent_advantages,
     reward_metrics,
     sample_returns,
-    sibling_groups,
+    value_targets,
 )
 from trainers.config import TrainerConfig
+from trainers.critic import StateCritic
 from trainers.distributed import DataParallel
 from trainers.generation import LoraSettings, TeamModel
 from trainers.losses import LossSettings, PolicyBatch, policy_loss
@@ -128,15 +131,17 @@ def agent_node_returns(root: TreeNode, gamma: float) -> dict[int, dict[str, floa
     return returns
 
 
-def _scale_groups(root: TreeNode, agents: Sequence[str], config: TrainerConfig) -> tuple[list[_ScaleGroup],
-                                                                                        list[Tensor]]:
-    """One tree's samples grouped for scaling, and the per-agent groups of returns (for the reward metrics)."""
+def _scale_groups(root: TreeNode, agents: Sequence[str], config: TrainerConfig,
+                  values: Mapping[int, float] | None = None) -> tuple[list[_ScaleGroup], list[Tensor]]:
+    """One tree's samples grouped for scaling, and the per-agent groups of returns (for the reward metrics);
+    ``values``: the critic's ``V`` of each expanded node (``id(node)``), the baseline instead of the group mean."""
     G = config.num_generations
     joint_returns = node_returns(root, config.discount) if config.advantage == "joint" else {}
     own_returns = agent_node_returns(root, config.discount) if config.advantage == "per_agent" else {}
     groups: list[_ScaleGroup] = []
     metric_groups: list[Tensor] = []
-    for siblings in sibling_groups(root):
+    for parent in (node for node in root.nodes() if node.children):  # the groups, as sibling_groups orders them
+        siblings = parent.children
         acting = [step.agent for step in siblings[0].steps]
         for agent in acting:
             if agent not in agents:
@@ -153,9 +158,11 @@ def _scale_groups(root: TreeNode, agents: Sequence[str], config: TrainerConfig) 
         if config.advantage == "joint":
             # R_i(k): the return of the joint action(s) agent i's sample k took part in (sample_returns).
             per_sample = sample_returns([joint_returns[id(c)] for c in siblings], index, G)
+            baseline = values[id(parent)] if values is not None else None
             for i, agent in enumerate(acting):
                 R = per_sample[i]
-                groups.append(_ScaleGroup((agent,) * G, tuple(generations[i]), R - R.mean(), R))
+                centered = R - (R.mean() if baseline is None else baseline)
+                groups.append(_ScaleGroup((agent,) * G, tuple(generations[i]), centered, R))
                 metric_groups.append(R)
         else:
             R = torch.tensor([[own_returns[id(c)].get(a, 0.0) for a in acting] for c in siblings], dtype=torch.float64)
@@ -175,6 +182,7 @@ def batch_samples(
     agents: Sequence[str],
     config: TrainerConfig,
     gather: Callable[[Tensor], Tensor] | None = None,
+    values: Mapping[int, float] | None = None,
 ) -> tuple[list[Sample], list[Tensor]]:
     """Every completion of a step's trees with its advantage, and the per-agent groups of returns.
 
@@ -188,12 +196,13 @@ def batch_samples(
     or of the node's advantages (per_agent: all acting agents' samples, since one agent's A_i can be constant and
     non-zero), ``batch`` by one std over the whole step's values, ``none`` leaves ``A`` as it is; ``+ 1e-4`` as TRL.
     ``gather`` (data parallelism) turns this process's values into every rank's, so ``batch`` takes the std of the
-    whole step's values, not of this rank's share.
+    whole step's values, not of this rank's share. ``values`` (``baseline="critic"``): ``{id(node): V(s_node)}`` for
+    every expanded node; a sample's return is then compared with its node's value instead of the group mean.
     """
     groups: list[_ScaleGroup] = []
     metric_groups: list[Tensor] = []
     for root in roots:
-        tree_groups, tree_metrics = _scale_groups(root, agents, config)
+        tree_groups, tree_metrics = _scale_groups(root, agents, config, values)
         groups += tree_groups
         metric_groups += tree_metrics
     batch_std = None
@@ -275,6 +284,12 @@ class MAGRPOTrainer:
         self.optimizers = {
             agent: torch.optim.AdamW(team.adapter_parameters(agent), lr=config.learning_rate) for agent in self.agents
         }
+        self.critic = None
+        """The centralized critic (``baseline="critic"``), else None."""
+        if config.baseline == "critic":
+            self.critic = StateCritic(team, learning_rate=config.critic_learning_rate,
+                                      max_tokens=config.critic_max_tokens, seed=config.seed)
+            self.parallel.broadcast_parameters(self.critic.head.parameters())
         self.loss_settings = LossSettings(
             loss_type=config.loss_type,
             epsilon=config.epsilon,
@@ -358,12 +373,19 @@ class MAGRPOTrainer:
                 joint=config.joint_mode,
                 seeds=seeds,
                 early_termination_threshold=config.early_termination_threshold,
+                record_state=self.critic is not None,
             )
         generated = time.perf_counter()
         if config.advantage == "per_agent" and not self._per_agent_checked:
             _check_per_agent_rewards(roots)
             self._per_agent_checked = True
-        samples, groups = batch_samples(roots, self.agents, config, gather=self._gather_values)
+        node_values, critic_rows = None, None
+        if self.critic is not None:  # V(s) of every expanded node, from the critic as it was before this step
+            critic_rows = [pair for root in roots for pair in value_targets(root, config.discount)]
+            features = self.critic.features([node.state for node, _ in critic_rows])
+            node_values = {id(node): v for (node, _), v in zip(critic_rows, self.critic.values(features).tolist(),
+                                                                strict=True)}
+        samples, groups = batch_samples(roots, self.agents, config, gather=self._gather_values, values=node_values)
         # One gather for what the row reports of the whole step: every rank's groups of returns, episode outcomes,
         # completions and generation time.
         shared = parallel.gather((groups, _episode_values(roots), len(samples), generated - started))
@@ -373,6 +395,12 @@ class MAGRPOTrainer:
             for name, values in part[1].items():
                 episodes.setdefault(name, []).extend(values)
         loss, loss_metrics, tokens, applied = self._update(samples, sum(part[2] for part in shared))
+        critic_metrics: dict[str, float] = {}
+        if self.critic is not None:
+            critic_metrics = self.critic.update(features, [target for _, target in critic_rows], parallel,
+                                                total=int(parallel.sum(len(critic_rows))))
+            critic_metrics["critic/value_mean"] = (parallel.sum(sum(node_values.values()))
+                                                   / parallel.sum(len(node_values)))
         if applied:
             self.bad_steps = 0
         else:
@@ -390,7 +418,8 @@ class MAGRPOTrainer:
             "step_time": elapsed,
             "generation_time": max(part[3] for part in shared),
             "tokens_per_second": tokens / elapsed if elapsed > 0 else float("nan"),
-            **{f"episode/{name}": float(np.mean(values)) for name, values in episodes.items()},
+            **critic_metrics,
+            **{f"episode/{name}": float(np.mean(v)) for name, v in episodes.items()},
         }
 
     def _gather_values(self, values: Tensor) -> Tensor:

@@ -7,7 +7,8 @@ On the tiny model and :class:`LetterEnv`, every rank:
 1. trains run ``OUT/straight`` for 3 steps, recording for step 1 its trees (``roots-rank<r>.pt``), its samples with
    their advantages (``samples-rank<r>.pt``), the summed gradients the optimizers stepped with
    (``grads-rank<r>.pt``) and, after the step, its adapters (``adapters-rank<r>.pt``);
-2. trains run ``OUT/interrupted`` for 2 steps, then resumes it from its checkpoint to 3 steps.
+2. trains run ``OUT/interrupted`` for 2 steps, then resumes it from its checkpoint to 3 steps;
+3. trains run ``OUT/critic`` (``baseline: critic``) for 2 steps and records its value head (``critic-rank<r>.pt``).
 
 The test compares these with one process doing the same step over the union of the ranks' trees.
 """
@@ -82,6 +83,11 @@ def main(model_dir: str, out: Path) -> None:
     resumed = checkpoint.resume(out / "interrupted", env_factory=LetterEnv, steps=3)
     assert resumed.step == 2, resumed.step
     resumed.train()
+
+    critic = MAGRPOTrainer(config(model_dir, out / "critic", steps=2).replace(baseline="critic", scale_rewards="none"),
+                           env_factory=LetterEnv)
+    critic.train()
+    torch.save([p.detach().clone() for p in critic.critic.head.parameters()], out / f"critic-rank{rank}.pt")
 
 
 if __name__ == "__main__":

@@ -143,6 +143,13 @@ def test_rank_zero_writes_one_record_and_a_resumed_run_repeats_the_uninterrupted
     assert sorted(p.name for p in (two_ranks / "straight" / "adapters").iterdir()) == ["writer_0", "writer_1"]
 
 
+def test_the_ranks_train_one_critic(two_ranks: Path) -> None:
+    heads = [torch.load(two_ranks / f"critic-rank{r}.pt") for r in (0, 1)]
+    assert all(torch.equal(a, b) for a, b in zip(*heads, strict=True))
+    rows = _rows(two_ranks / "critic")
+    assert [r["step"] for r in rows] == [1, 2] and all(r["critic/loss"] > 0 for r in rows)
+
+
 def test_a_run_resumes_only_with_the_processes_it_was_saved_with(two_ranks: Path) -> None:
     with pytest.raises(ValueError, match="saved by 2 process"):
         checkpoint.resume(two_ranks / "interrupted", env_factory=LetterEnv)
