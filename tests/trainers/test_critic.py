@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,22 +25,7 @@ from trainers.critic import state_text
 from trainers.generation import LoraSettings, TeamModel
 from trainers.magrpo import MAGRPOTrainer, batch_samples
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny")
-    loaded = tiny_model(seed=0)
-    loaded.model.save_pretrained(folder)
-    loaded.tokenizer.save_pretrained(folder)
-    return folder
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _step(agent: str, text: str) -> AgentStep:

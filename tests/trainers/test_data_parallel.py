@@ -1,7 +1,8 @@
 """Data-parallel training (``trainers.distributed``) with two real ``torchrun`` CPU processes over gloo: the ranks'
 step is the step one process computes over the union of their trees (advantages with the whole step's std,
 gradients, loss, reward metrics), the ranks stay identical, rank 0 alone writes, a resumed run repeats the
-uninterrupted one, and a mismatched resume or a step that does not split is refused."""
+uninterrupted one, the ranks train one critic, and a mismatched resume or a step that does not split is refused;
+the documented ``torchrun ... llm-marl train`` command trains and resumes."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baseline_helpers import tiny_model
 from data_parallel_worker import config as worker_config
 from letter_env import LetterEnv
 
@@ -29,23 +27,7 @@ from trainers.magrpo import MAGRPOTrainer, batch_samples
 
 WORKER = Path(__file__).resolve().parent / "data_parallel_worker.py"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny")
-    loaded = tiny_model(seed=0)
-    loaded.model.save_pretrained(folder)
-    loaded.tokenizer.save_pretrained(folder)
-    return folder
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,32 +28,13 @@ from trainers.generation import LoraSettings, TeamModel
 from trainers.magrpo import MAGRPOTrainer, NonFiniteLossError, agent_node_returns, batch_samples, tree_samples
 
 AGENTS = ["writer_0", "writer_1"]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _config(tmp_path: Path, **changes) -> TrainerConfig:
     base = dict(env="writing", num_agents=2, num_generations=4, max_completion_length=10, steps=4, seed=0,
                 output_dir=str(tmp_path / "run"), save_steps=2, learning_rate=2e-2, envs_per_step=2)
     return TrainerConfig(**{**base, **changes})
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """The tiny model's matrices (hidden size 32) gain nothing from intra-op threads, and on a shared 2-core machine
-    waiting for the second thread made the learning run 4x slower (99 s vs 25 s for 60 steps)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny random-weight model saved as a model folder (``config.model`` for runs that load or resume)."""
-    folder = tmp_path_factory.mktemp("tiny")
-    loaded = tiny_model(seed=0)
-    loaded.model.save_pretrained(folder)
-    loaded.tokenizer.save_pretrained(folder)
-    return folder
 
 
 def _adapter_state(trainer: MAGRPOTrainer) -> dict[str, list[torch.Tensor]]:
