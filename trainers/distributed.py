@@ -106,10 +106,6 @@ class DataParallel:
         """The sum of ``value`` over the ranks, on every rank."""
         return float(sum(self.gather(value))) if self.enabled else value
 
-    def all_true(self, flag: bool) -> bool:
-        """Whether ``flag`` holds on every rank."""
-        return all(self.gather(bool(flag))) if self.enabled else bool(flag)
-
     def sum_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
         """Replace each parameter's gradient by its sum over the ranks, in one flat all-reduce. A gradient missing on
         some ranks counts as zeros there; one missing on every rank stays missing (so AdamW skips that parameter, as

@@ -379,28 +379,32 @@ class MAGRPOTrainer:
         if config.advantage == "per_agent" and not self._per_agent_checked:
             _check_per_agent_rewards(roots)
             self._per_agent_checked = True
-        node_values, critic_rows = None, None
+        node_values: dict[int, float] = {}
+        critic_rows: list[tuple[TreeNode, float]] = []
         if self.critic is not None:  # V(s) of every expanded node, from the critic as it was before this step
             critic_rows = [pair for root in roots for pair in value_targets(root, config.discount)]
             features = self.critic.features([node.state for node, _ in critic_rows])
             node_values = {id(node): v for (node, _), v in zip(critic_rows, self.critic.values(features).tolist(),
                                                                 strict=True)}
-        samples, groups = batch_samples(roots, self.agents, config, gather=self._gather_values, values=node_values)
-        # One gather for what the row reports of the whole step: every rank's groups of returns, episode outcomes,
-        # completions and generation time.
-        shared = parallel.gather((groups, _episode_values(roots), len(samples), generated - started))
-        metrics = reward_metrics([group for part in shared for group in part[0]])
+        samples, groups = batch_samples(roots, self.agents, config, gather=self._gather_values,
+                                        values=node_values if self.critic is not None else None)
+        # One gather for what the row reports of the whole step (every rank's part of it; in one process, this one).
+        shared = parallel.gather({"groups": groups, "episodes": _episode_values(roots), "completions": len(samples),
+                                  "generation_time": generated - started, "critic_nodes": len(critic_rows),
+                                  "value_sum": sum(node_values.values())})
+        metrics = reward_metrics([group for part in shared for group in part["groups"]])
         episodes: dict[str, list[float]] = {}
         for part in shared:
-            for name, values in part[1].items():
+            for name, values in part["episodes"].items():
                 episodes.setdefault(name, []).extend(values)
-        loss, loss_metrics, tokens, applied = self._update(samples, sum(part[2] for part in shared))
+        completions = sum(part["completions"] for part in shared)
+        loss, loss_metrics, tokens, applied = self._update(samples, completions)
         critic_metrics: dict[str, float] = {}
         if self.critic is not None:
+            critic_nodes = sum(part["critic_nodes"] for part in shared)
             critic_metrics = self.critic.update(features, [target for _, target in critic_rows], parallel,
-                                                total=int(parallel.sum(len(critic_rows))))
-            critic_metrics["critic/value_mean"] = (parallel.sum(sum(node_values.values()))
-                                                   / parallel.sum(len(node_values)))
+                                                total=critic_nodes)
+            critic_metrics["critic/value_mean"] = sum(part["value_sum"] for part in shared) / critic_nodes
         if applied:
             self.bad_steps = 0
         else:
@@ -413,10 +417,10 @@ class MAGRPOTrainer:
             "skipped": not applied,
             **metrics,
             **loss_metrics,
-            "completions": sum(part[2] for part in shared),
+            "completions": completions,
             "completion_tokens": tokens,
             "step_time": elapsed,
-            "generation_time": max(part[3] for part in shared),
+            "generation_time": max(part["generation_time"] for part in shared),
             "tokens_per_second": tokens / elapsed if elapsed > 0 else float("nan"),
             **critic_metrics,
             **{f"episode/{name}": float(np.mean(v)) for name, v in episodes.items()},
