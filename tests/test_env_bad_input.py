@@ -59,7 +59,8 @@ def test_invalid_unicode_is_replaced_and_flagged(name: str) -> None:
     env = ENV_FACTORIES[name](num_agents=2)
     env.reset(seed=0)
     a, b = env.agents
-    obs, _, _, _, infos = env.step({a: "broken \udc80 text \ud800", b: scripted_action(env, b, 1)})
+    # "return ...": code to the coding env (prose alone would be no code, keeping the previous draft)
+    obs, _, _, _, infos = env.step({a: "return broken \udc80 text \ud800", b: scripted_action(env, b, 1)})
     assert infos[a]["action"]["invalid_unicode_replaced"]
     assert "\ufffd" in env.state()["drafts"][a]
     for text in obs.values():
@@ -71,11 +72,11 @@ def test_surrogates_in_an_action_within_the_limit_are_not_truncation(name: str) 
     env = ENV_FACTORIES[name](num_agents=2, max_action_chars=64)
     env.reset(seed=0)
     a, b = env.agents
-    action = "x" * 60 + "\ud800\udfff\udc80y"  # exactly 64 characters, three of them lone surrogates
+    action = "return " + "x" * 53 + "\ud800\udfff\udc80y"  # exactly 64 characters, three of them lone surrogates
     _, _, _, _, infos = env.step({a: action, b: scripted_action(env, b, 1)})
     assert infos[a]["action"]["invalid_unicode_replaced"]
     assert not infos[a]["action"]["truncated"] and infos[a]["action"]["original_length"] == 64
-    assert env.state()["drafts"][a] == "x" * 60 + "\ufffd" * 3 + "y"
+    assert env.state()["drafts"][a] == "return " + "x" * 53 + "\ufffd" * 3 + "y"
 
 
 @pytest.mark.parametrize("name", ENV_NAMES)

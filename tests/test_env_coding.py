@@ -146,5 +146,5 @@ def test_jsonl_dataset_in_humaneval_schema(tmp_path) -> None:
     assert infos["solo"]["quality_terms"]["pass_rate"] == 1.0
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"task_id": "t/0", "prompt": "def inc(x):\\n"}\n', encoding="utf-8")
-    with pytest.raises(KeyError, match=r"missing fields \['entry_point'\]"):
+    with pytest.raises(ValueError, match=r"broken\.jsonl:1: missing field 'entry_point'"):
         coding_env(dataset=str(broken))

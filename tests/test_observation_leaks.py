@@ -74,17 +74,20 @@ def test_builtin_exception_types_and_verdicts_are_shown() -> None:
     observations, *_ = env.step({"aux": "def aux(*a):\n    raise ValueError('secret text')", "main": CALLER})
     assert f"- assert {ENTRY}(" in observations["main"] and ": error (ValueError)" in observations["main"]
     assert "secret text" not in observations["main"]
-    assert "secret text" not in observations["aux"].split("## Feedback")[1]  # only in aux's own draft
+    assert "secret text" not in observations["aux"].split("Feedback on your draft:")[1]  # only in aux's own draft
 
 
 def test_syntax_error_text_goes_to_its_author_only() -> None:
     env = coding_env(num_agents=2)
     env.reset(seed=0, options={"task_id": TASK})
     token = _canary()
-    # Each draft parses alone; together aux's unterminated triple quote swallows main's code.
+    # aux's unterminated triple quote holds a canary: the syntax error is aux's own feedback, its part is left out of
+    # the team's program, and main sees the visible tests of a program without it — never aux's text.
     aux = f'def aux(*a):\n    return 0\nnote = """{token}'
     observations, *_ = env.step({"aux": aux, "main": CALLER})
-    assert "The team's program does not parse" in observations["main"]
+    assert "Syntax error in your code" in observations["aux"]
+    assert "left out of the team's program" in observations["aux"]
+    assert "Syntax error" not in observations["main"] and f"- assert {ENTRY}(" in observations["main"]
     assert token not in observations["main"]
 
 

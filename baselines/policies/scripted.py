@@ -19,7 +19,7 @@ from baselines.policies.base import ActionRequest, GenerationSettings, Policy
 
 _TURN = re.compile(r"Turn (\d+) of (\d+)")
 _DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(([^)]*)\)", re.MULTILINE)
-_SOURCE = re.compile(r"Source text:\n(.*?)(?:\n## |\Z)", re.DOTALL)
+_SOURCE = re.compile(r"Source text:\n(.*?)(?:\n\n|\Z)", re.DOTALL)
 _WORDS_PER_ROLE = {"concise": 25, "detailed": 90, "headline": 8, "title": 8}
 _CODE_ROLES = ("solo", "aux", "main")
 

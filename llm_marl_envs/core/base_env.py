@@ -88,6 +88,10 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     metadata: ClassVar[dict[str, Any]] = {"name": "collaborative_text_v0", "render_modes": ["human", "ansi"]}
     SYSTEM_PROMPT: ClassVar[str] = prompts.DEFAULT_SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = {}
+    ROLE_NEW_TOKENS: ClassVar[Mapping[str, int]] = {}
+    """New tokens each role's action needs with the default model's tokenizer (``envs/*/prompts.py``); a role not
+    listed gets ``DEFAULT_NEW_TOKENS``."""
+    DEFAULT_NEW_TOKENS: ClassVar[int] = 128
     MAGRPO_APP: ClassVar[str] = ""
     """Which MAGRPO app's official episode defaults apply in ``reward_mode="magrpo"`` (see core/magrpo_episode.py)."""
     DEFAULT_MAX_TURNS: ClassVar[int] = 3
@@ -162,7 +166,10 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         """Judge the team's current drafts (one per possible agent, finished agents included)."""
 
     def normalize_draft(self, agent: str, draft: str) -> str:
-        """Turn the draft part of an action into the stored draft (e.g. strip a code fence). Identity here."""
+        """Turn the draft part of an action into the stored draft (e.g. strip a code fence). Identity here.
+
+        ``""`` means the draft part held nothing usable (coding: no code): the previous draft is kept and the action
+        is flagged ``no_usable_draft`` in ``infos[agent]["action"]["problems"]`` (an invalid action)."""
         return draft
 
     # -------------------------------------------------------------------------------------------------- spaces
@@ -214,7 +221,11 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         for agent in live:
             action = parsed[agent]
             if action.draft:
-                self.drafts[agent] = self.normalize_draft(agent, action.draft)
+                draft = self.normalize_draft(agent, action.draft)
+                if draft:
+                    self.drafts[agent] = draft
+                else:  # e.g. prose where code was asked for: the previous draft stays, and the action is flagged
+                    action = parsed[agent] = dataclasses.replace(action, problems=(*action.problems, "no_usable_draft"))
             self.done[agent] = self.done[agent] or action.done
             for outgoing in action.messages:
                 message = Message(agent, outgoing.recipients, outgoing.text, self.turn)
@@ -272,6 +283,12 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     def system_prompt(self, agent: str) -> str:
         """The system prompt of ``agent``: the env's, plus the role's hint (``envs/*/prompts.py``)."""
         return prompts.system_prompt(self.SYSTEM_PROMPT, self.ROLE_HINTS, self._known(agent))
+
+    def suggested_max_new_tokens(self, agents: Sequence[str] | None = None) -> int:
+        """The generation budget that lets every one of ``agents`` (default: the team) write its part: the most any
+        of their roles needs (one batched ``generate`` call runs as long as its longest row anyway)."""
+        agents = self.possible_agents if agents is None else [self._known(a) for a in agents]
+        return max(self.ROLE_NEW_TOKENS.get(agent, self.DEFAULT_NEW_TOKENS) for agent in agents)
 
     def chat_messages(self, agent: str, observation: str | None = None) -> list[dict[str, str]]:
         """``agent``'s current observation (or ``observation``, e.g. framed by a baseline) as chat messages:
@@ -400,7 +417,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         parts = ObservationParts(
             agent=agent,
             role_title=role.title,
-            instruction=role.instruction,
+            instruction=role.instruction_for(self.task),
             task_view=role.view(self.task),
             turn=self.turn,
             max_turns=self.max_turns,

@@ -3,6 +3,13 @@
 Under ``observability="local"`` (the Dec-POMDP default) an agent observes only its role's instruction and view of the
 task, its own latest draft, the feedback addressed to it, and the messages teammates sent it. It never sees a
 teammate's draft. ``observability="team"`` adds the teammates' latest drafts (prompt-based baselines use it).
+
+The text is written for small models as much as for large ones. SmolLM2-135M-Instruct, the default model, copies
+visible scaffolding — Markdown headers, bracketed placeholders, numbered lists of sections — into its answer, and
+follows the last instruction it read best. So an observation is plain labelled paragraphs with no headers or
+placeholders: first what the agent reads (the task, its own draft, feedback, messages, teammates' drafts), then who
+it is and how to answer, and last what to write (the instruction is the very last line: the cue). Empty sections are
+left out rather than shown as "(none)".
 """
 
 from __future__ import annotations
@@ -15,13 +22,18 @@ from llm_marl_envs.core.channel import Message
 OBSERVABILITY: tuple[str, ...] = ("local", "team")
 
 PROTOCOL_HELP = (
-    "How to answer: write your part directly; it replaces your previous draft. "
-    'To message teammates, wrap text in <message>...</message> (all) or <message to="ROLE">...</message> (one). '
-    "Write <done/> when your part is final."
+    "Your reply replaces your draft. Optional: <message>...</message> sends a note to your teammates "
+    '(<message to="ROLE">...</message> to one), and <done/> ends your work.'
 )
+"""The action protocol in one line (:mod:`llm_marl_envs.core.protocol`); teams only: a solo agent has no one to
+message, and its episode ends by itself."""
+
+SOLO_PROTOCOL_HELP = "Your reply replaces your draft; add <done/> when it is final."
 
 MAX_INBOX_MESSAGES = 8
 """Only the latest messages are shown, so long dialogues keep observations bounded."""
+
+TRUNCATION_MARKER = " [... text cut ...]"
 
 
 @dataclass(frozen=True)
@@ -42,33 +54,33 @@ class ObservationParts:
 
 
 def render_observation(parts: ObservationParts, max_chars: int) -> str:
-    """Render ``parts`` as a Markdown-ish prompt of at most ``max_chars`` characters.
+    """Render ``parts`` as plain text of at most ``max_chars`` characters: context first, the cue last.
 
-    The role, instruction and protocol come first and survive truncation; the task view is cut first, with a
-    visible marker, because it is the longest part and the rest is what changes from turn to turn.
+    The cue (role, turn, instruction, protocol) and what changes from turn to turn survive truncation; the task view,
+    the longest part, is cut first, with a visible marker.
     """
-    header = [
-        f"# Role: {parts.role_title} ({parts.agent})",
-        parts.instruction,
-        f"Turn {parts.turn + 1} of {parts.max_turns}. Teammates: {', '.join(parts.teammates) or 'none'}.",
-        PROTOCOL_HELP,
-    ]
-    tail: list[str] = [f"## Your current draft\n{parts.own_draft or '(none yet)'}"]
+    context: list[str] = []
+    if parts.own_draft:
+        context.append(f"Your draft so far:\n{parts.own_draft}")
     if parts.feedback:
-        tail.append(f"## Feedback\n{parts.feedback}")
+        context.append(f"Feedback on your draft:\n{parts.feedback}")
     if parts.inbox:
-        lines = [f"- from {m.sender} (turn {m.turn}): {m.text}" for m in parts.inbox[-MAX_INBOX_MESSAGES:]]
-        tail.append("## Messages to you\n" + "\n".join(lines))
+        lines = [f"From {m.sender} (turn {m.turn}): {m.text}" for m in parts.inbox[-MAX_INBOX_MESSAGES:]]
+        context.append("Messages to you:\n" + "\n".join(lines))
     if parts.teammate_drafts is not None:
-        drafts = [f"### {name}\n{text or '(none yet)'}" for name, text in parts.teammate_drafts.items()]
-        tail.append("## Teammates' current drafts\n" + "\n".join(drafts))
+        drafts = [f"{name} wrote:\n{text}" if text else f"{name} has written nothing yet."
+                  for name, text in parts.teammate_drafts.items()]
+        context.append("Your teammates' current drafts:\n" + "\n\n".join(drafts))
 
-    head_text = "\n".join(header)
-    tail_text = "\n\n".join(tail)
-    task = f"## Task\n{parts.task_view}"
-    budget = max_chars - len(head_text) - len(tail_text) - 4
+    team = (f"You are the {parts.role_title.lower()} ({parts.agent}) in a team with {', '.join(parts.teammates)}."
+            if parts.teammates else f"You are the {parts.role_title.lower()} ({parts.agent}), working alone.")
+    protocol = PROTOCOL_HELP if parts.teammates else SOLO_PROTOCOL_HELP
+    cue = f"{team} Turn {parts.turn + 1} of {parts.max_turns}. {protocol}\n{parts.instruction}"
+
+    rest = "\n\n".join([*context, cue])
+    budget = max_chars - len(rest) - 2
+    task = parts.task_view
     if len(task) > budget:
-        marker = "\n[... task text truncated ...]"
-        task = task[: max(0, budget - len(marker))] + marker
-    text = f"{head_text}\n\n{task}\n\n{tail_text}"
-    return text[:max_chars]
+        task = task[: max(0, budget - len(TRUNCATION_MARKER))] + TRUNCATION_MARKER
+    text = f"{task}\n\n{rest}"
+    return text if len(text) <= max_chars else text[-max_chars:]  # even the cue is too long: keep its end

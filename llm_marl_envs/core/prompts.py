@@ -24,7 +24,7 @@ BASELINE_RULES: dict[str, str] = {
     ),
     "discussion_draft": "Round 1 of 2: write a first draft of your part. You will see your teammates' drafts next.",
     "discussion_revise": (
-        "Round 2 of 2: read your teammates' drafts above and write the final version of your part so that the "
+        "Round 2 of 2: read your teammates' drafts below and write the final version of your part so that the "
         "parts fit together (no repetition, no contradiction)."
     ),
     "prompt_collaboration": (
@@ -35,7 +35,7 @@ BASELINE_RULES: dict[str, str] = {
 }
 """One rule block per baseline and phase."""
 
-SEQUENTIAL_HEADER = "## Earlier teammates wrote"
+SEQUENTIAL_HEADER = "Your teammates before you in the pipeline wrote:"
 
 
 def chat(system: str, user: str) -> list[dict[str, str]]:
@@ -50,15 +50,16 @@ def system_prompt(base: str, hints: Mapping[str, str], agent: str) -> str:
 
 
 def frame_observation(observation: str, rule_key: str) -> str:
-    """Append a baseline's rule block to an agent's own observation."""
+    """A baseline's rule block put before an agent's own observation, whose last paragraph — the role's instruction,
+    the cue a small model answers — stays last."""
     if rule_key not in BASELINE_RULES:
         raise ValueError(f"rule: expected one of {sorted(BASELINE_RULES)}, got {rule_key!r}")
-    return f"{observation}\n\n## Rules\n{BASELINE_RULES[rule_key]}"
+    return f"{BASELINE_RULES[rule_key]}\n\n{observation}"
 
 
 def sequential_observation(observation: str, earlier: Mapping[str, str]) -> str:
-    """The sequential pipeline's prompt: the agent's observation, earlier agents' outputs, and the pipeline rule."""
+    """The sequential pipeline's prompt: the pipeline rule, earlier agents' outputs, then the agent's observation."""
     if not earlier:
         return frame_observation(observation, "naive_concatenation")
-    parts = "\n".join(f"### {agent}\n{text.strip() or '(nothing)'}" for agent, text in earlier.items())
-    return f"{observation}\n\n{SEQUENTIAL_HEADER}\n{parts}\n\n## Rules\n{BASELINE_RULES['sequential_pipeline']}"
+    parts = "\n\n".join(f"{agent} wrote:\n{text.strip() or '(nothing)'}" for agent, text in earlier.items())
+    return f"{BASELINE_RULES['sequential_pipeline']}\n\n{SEQUENTIAL_HEADER}\n{parts}\n\n{observation}"

@@ -15,14 +15,19 @@ class Role:
     Attributes:
         name: the agent id used in every per-agent dict (``"concise"``, ``"aux"``...).
         title: a short human-readable title shown in observations.
-        instruction: what this role must write; the first thing in its observation.
+        instruction: what this role must write — a text, or a function of the task (to name its entry point, say);
+            the last thing in its observation, the cue the model answers.
         view: the role's *private* view of the task (partial observability starts here).
     """
 
     name: str
     title: str
-    instruction: str
+    instruction: str | Callable[[Task], str]
     view: Callable[[Task], str]
+
+    def instruction_for(self, task: Task) -> str:
+        """The instruction for ``task``."""
+        return self.instruction(task) if callable(self.instruction) else self.instruction
 
 
 def team_for(catalogue: Sequence[Role], solo: Role, num_agents: int) -> tuple[Role, ...]:

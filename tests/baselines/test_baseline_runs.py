@@ -122,9 +122,9 @@ def test_sequential_pipeline_shows_each_agent_the_earlier_outputs() -> None:
     requests = _requests(policy)
     assert [r.agent for r in requests] == list(result.agents) and len(policy.calls) == 3
     assert prompts.SEQUENTIAL_HEADER not in requests[0].observation
-    assert "### concise\ntext of concise" in requests[1].observation
-    assert "### concise\ntext of concise" in requests[2].observation
-    assert "### detailed\ntext of detailed" in requests[2].observation
+    assert "concise wrote:\ntext of concise" in requests[1].observation
+    assert "concise wrote:\ntext of concise" in requests[2].observation
+    assert "detailed wrote:\ntext of detailed" in requests[2].observation
     assert "private note" not in requests[2].observation.split(prompts.SEQUENTIAL_HEADER)[1]
     assert draft_part("a <message>m</message> b <done/>") == "a  b"
 
@@ -145,7 +145,7 @@ def test_one_round_discussion_draft_then_revise_with_teammates_drafts() -> None:
     assert all("<done/>" not in a for a in (result.actions["concise"][0], result.actions["detailed"][0]))
     assert all("Round 2 of 2" in r.observation for r in second)
     concise_round2 = next(r for r in second if r.agent == "concise")
-    assert "Teammates' current drafts" in concise_round2.observation
+    assert "Your teammates' current drafts:" in concise_round2.observation
     assert "draft by detailed" in concise_round2.observation
 
 
@@ -240,7 +240,7 @@ def test_the_sequential_pipeline_makes_one_policy_call_per_agent_position() -> N
     for position, call in enumerate(policy.calls[1:], start=1):
         for request in call:
             shown = request.observation.split(prompts.SEQUENTIAL_HEADER)[1]
-            assert all(f"### {earlier}\n" in shown for earlier in first.agents[:position])
+            assert all(f"{earlier} wrote:\n" in shown for earlier in first.agents[:position])
             assert "private note" not in shown  # earlier agents' messages never reach a later agent
 
 

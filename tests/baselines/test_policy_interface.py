@@ -150,9 +150,10 @@ def test_the_env_owns_the_system_prompt_and_baselines_only_frame() -> None:
     assert writing.system_prompt("concise") == writing.SYSTEM_PROMPT  # no hint for this role
     assert writing.chat_messages("concise", "OBS")[0]["content"] == writing.system_prompt("concise")
     framed = prompts.frame_observation("OBS", "discussion_draft")
-    assert framed.startswith("OBS") and "Round 1 of 2" in framed
+    assert framed.endswith("OBS") and "Round 1 of 2" in framed  # the observation's cue stays last
     with pytest.raises(ValueError, match="rule: expected one of"):
         prompts.frame_observation("OBS", "nope")
     sequential = prompts.sequential_observation("OBS", {"concise": "first part"})
-    assert prompts.SEQUENTIAL_HEADER in sequential and "### concise\nfirst part" in sequential
+    assert prompts.SEQUENTIAL_HEADER in sequential and "concise wrote:\nfirst part" in sequential
+    assert sequential.endswith("OBS")
     assert prompts.SEQUENTIAL_HEADER not in prompts.sequential_observation("OBS", {})

@@ -213,6 +213,7 @@ class CodingEnv(CollaborativeTextEnv):
     MAGRPO_APP: ClassVar[str] = "coding"
     SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
+    ROLE_NEW_TOKENS: ClassVar[Mapping[str, int]] = prompts.ROLE_NEW_TOKENS
     concurrent_steps: ClassVar[bool] = True
     EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
         *CollaborativeTextEnv.EPISODE_ATTRIBUTES,
@@ -250,7 +251,8 @@ class CodingEnv(CollaborativeTextEnv):
         return observations, infos
 
     def normalize_draft(self, agent: str, draft: str) -> str:
-        """Code roles keep only the code (fenced blocks, or the whole text); the reviewer keeps its prose."""
+        """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with
+        no code, keeps the previous draft); the reviewer keeps its prose."""
         return extract_code(draft) if agent in CODE_ROLES else draft
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:
@@ -259,8 +261,12 @@ class CodingEnv(CollaborativeTextEnv):
         entry_point = task["entry_point"]
         visible, held_out = task["visible_tests"], task["held_out_tests"]
         solo = "solo" in drafts
-        helper_code = "" if solo else drafts[HELPER_NAME]
-        main_code = drafts["solo"] if solo else drafts["main"]
+        written_helper = "" if solo else drafts[HELPER_NAME]
+        written_main = drafts["solo"] if solo else drafts["main"]
+        # A part that does not parse on its own is left out of the team's program, so one author's syntax error does
+        # not silence the other's working function (MAGRPO's official code, likewise, runs the functions it can
+        # extract from each agent's completion). The author's feedback says so; its contribution is then 0.
+        helper_code, main_code = (code if syntax_error(code) is None else "" for code in (written_helper, written_main))
         preamble = self._preamble()
         parts = assemble_program(preamble, helper_code, main_code)
         program_error = syntax_error(parts.program)
@@ -283,7 +289,7 @@ class CodingEnv(CollaborativeTextEnv):
         official_key = None
         if self.reward_mode == "magrpo" and self.magrpo_harness == "official":
             # The official code's own program and tests, only for MAGRPO's reward (see config.CodingTaskConfig).
-            program = official_program(helper_code, main_code, task["prompt"], entry_point)
+            program = official_program(written_helper, written_main, task["prompt"], entry_point)
             official_key = batch.add(program, task["official_tests"])
         reports = batch.run(self.executor)
         counterfactuals = []
@@ -304,7 +310,7 @@ class CodingEnv(CollaborativeTextEnv):
         terms = {
             "pass_rate": pass_rate,
             "syntax": float(runnable),
-            "structure": self._structure(drafts, main_code),
+            "structure": self._structure(drafts, written_main),
         }
         contributions: dict[str, float | None] = {}
         dependent: dict[str, int] = {}
@@ -376,7 +382,7 @@ class CodingEnv(CollaborativeTextEnv):
             consistency=consistency,
             quality_terms=terms,
             feedback=feedback,
-            magrpo_reward=self._magrpo(helper_code, main_code, team_report, reports.get(official_key)),
+            magrpo_reward=self._magrpo(written_helper, written_main, team_report, reports.get(official_key)),
             contributions=contributions,
             details=details,
             private=private,
@@ -449,7 +455,8 @@ class CodingEnv(CollaborativeTextEnv):
             lines = []
             own_error = syntax_error(draft) if role in CODE_ROLES and draft.strip() else None
             if own_error:
-                lines.append(f"Syntax error in your code: {own_error}.")
+                left_out = " It was left out of the team's program." if role in (HELPER_NAME, "main", "solo") else ""
+                lines.append(f"Syntax error in your code: {own_error}.{left_out}")
             if role in ("main", "solo") and entry_point not in defined_functions(draft):
                 lines.append(f"Your code must define `{entry_point}`.")
             if role == HELPER_NAME and HELPER_NAME not in defined_functions(draft):

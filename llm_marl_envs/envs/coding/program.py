@@ -14,11 +14,59 @@ MAX_TESTER_ASSERTS = 10
 """Only the first asserts a tester writes are run, so a tester cannot flood the executor."""
 
 
+_CODE_LINE = re.compile(r"^\s*(?:def|class|import|from|return|assert|if|for|while)\b", re.MULTILINE)
+_FENCE_MARK = re.compile(r"^[ \t]*```", re.MULTILINE)
+
+
 def extract_code(text: str) -> str:
-    """The code in ``text``: the contents of its fenced blocks (joined), or the whole text when it has none."""
+    """The code in a reply ``text`` (``""`` when it holds none), read the way a reviewer would read a chat answer.
+
+    * Fenced blocks (```` ```python ````, ```` ``` ````) are the code. When their joined text does not parse, the
+      blocks that parse on their own are kept (a reply often holds a good block next to a broken sketch), and a last
+      block the token budget cut off (no closing fence) keeps its complete statements: lines are dropped from its end
+      until it parses. When no block can be read, the joined text stays as it is (its syntax error is the feedback).
+    * Code before the first fence counts when it parses (a reply that forgot its opening fence).
+    * A reply with no fence is code when it parses or has a line that starts like code (``def``, ``return``,
+      ``assert``...); prose alone is no code (``""``).
+    """
     blocks = [block.strip("\n") for block in _FENCE.findall(text)]
-    code = "\n\n".join(block for block in blocks if block.strip())
-    return code if code else text.strip()
+    blocks = [block for block in blocks if block.strip()]
+    if not blocks:
+        if not _FENCE_MARK.search(text):
+            bare = text.strip()
+            return bare if syntax_error(bare) is None or _CODE_LINE.search(bare) else ""
+        return ""  # fences around nothing but prose
+    joined = "\n\n".join(blocks)
+    if syntax_error(joined) is None:
+        return joined
+    readable = []
+    before = text[: _FENCE_MARK.search(text).start()].strip()
+    if before and _CODE_LINE.search(before) and syntax_error(before) is None:
+        readable.append(before)
+    closed = _closed_fences(text)
+    for index, block in enumerate(blocks):
+        if syntax_error(block) is None:
+            readable.append(block)
+        elif index == len(blocks) - 1 and not closed:
+            cut = _complete_statements(block)
+            if cut:
+                readable.append(cut)
+    return "\n\n".join(readable) if readable else joined
+
+
+def _closed_fences(text: str) -> bool:
+    """Whether every opened fence of ``text`` is closed (an even number of fence marks)."""
+    return len(_FENCE_MARK.findall(text)) % 2 == 0
+
+
+def _complete_statements(code: str) -> str:
+    """The longest run of ``code``'s leading lines that parses and defines or does something (``""`` if none)."""
+    lines = code.splitlines()
+    for end in range(len(lines) - 1, 0, -1):
+        head = "\n".join(lines[:end]).rstrip()
+        if head and syntax_error(head) is None and _CODE_LINE.search(head):
+            return head
+    return ""
 
 
 def syntax_error(code: str) -> str | None:
@@ -76,6 +124,30 @@ def prompt_preamble(prompt: str, entry_point: str) -> str:
         if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point)
     ]
     return "\n".join(segment for segment in kept if segment.strip())
+
+
+def split_prompt(prompt: str, entry_point: str) -> tuple[str, str]:
+    """A HumanEval-style prompt as ``(description, code)``: the entry point's docstring as plain text, and the prompt's
+    code without it (imports, given helpers, the entry point's signature line). ``("", prompt)`` when the entry point
+    has no docstring or the prompt does not parse.
+
+    Small models given the whole prompt copy its long docstring into their answer and run out of tokens inside it;
+    shown as prose above the code, the docstring informs the answer without being copied.
+    """
+    source = prompt.rstrip() + "\n    pass\n"
+    tree = _parse(source)
+    functions = [node for node in (tree.body if tree else ()) if isinstance(node, ast.FunctionDef)
+                 and node.name == entry_point]
+    if not functions:
+        return "", prompt
+    body = functions[0].body
+    docstring = ast.get_docstring(functions[0])
+    if not docstring or not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+        return "", prompt
+    lines = source.splitlines()
+    first, last = body[0].lineno - 1, (body[0].end_lineno or body[0].lineno) - 1
+    code = "\n".join(lines[:first] + lines[last + 1:-1]).strip("\n")  # [-1]: the added ``pass``
+    return docstring.strip(), code
 
 
 def extract_asserts(code: str, limit: int = MAX_TESTER_ASSERTS) -> list[str]:

@@ -15,3 +15,14 @@ ROLE_HINTS: dict[str, str] = {
     "reviewer": "Write a short review of the likely mistakes, as a <message> to the teammates.",
 }
 """Hints beyond the role's instruction in the observation (the instruction stays the authority; hints sharpen form)."""
+
+ROLE_NEW_TOKENS: dict[str, int] = {
+    # A whole function with a short docstring. SmolLM2-135M restates the signature and often a docstring before the
+    # body; with 128 tokens many of its functions were cut off inside (probed on train-split tasks), so 160.
+    "aux": 160,
+    "main": 160,
+    "solo": 160,
+    "tester": 128,
+    "reviewer": 96,
+}
+"""New tokens per role (the env's ``suggested_max_new_tokens``)."""

@@ -15,61 +15,61 @@ from __future__ import annotations
 
 from llm_marl_envs.core.roles import Role, team_for
 from llm_marl_envs.core.tasks import Task
+from llm_marl_envs.envs.coding.program import split_prompt
 
 HELPER_NAME = "aux"
 
 
 def _problem(task: Task) -> str:
-    return f"Problem (entry point `{task['entry_point']}`):\n```python\n{task['prompt'].rstrip()}\n```"
+    description, code = split_prompt(task["prompt"], task["entry_point"])
+    if not description:
+        return f"Problem:\n```python\n{code.rstrip()}\n```"
+    return f"Problem: {description}\n\n```python\n{code}\n```"
 
 
 def _aux_view(task: Task) -> str:
     hint = task.fields.get("helper_hint")
-    hint_text = f"\nA helper that would help: {hint}" if hint else ""
+    return f"{_problem(task)}\nA helper that would help: {hint}" if hint else _problem(task)
+
+
+def _aux_instruction(task: Task) -> str:
     return (
-        f"{_problem(task)}\nWrite only `def {HELPER_NAME}(...)`, a helper the author of "
-        f"`{task['entry_point']}` can call. Do not write `{task['entry_point']}` itself.{hint_text}"
+        f"Write one helper function named {HELPER_NAME} that {task['entry_point']} can call to do a step of the "
+        f"work. Do not write {task['entry_point']} itself. {_CODE_FORMAT}"
     )
 
 
-def _main_view(task: Task) -> str:
+def _main_instruction(task: Task) -> str:
     return (
-        f"{_problem(task)}\nWrite the complete function `{task['entry_point']}` with its signature. A teammate "
-        f"writes a helper `{HELPER_NAME}(...)` you may call; agree on its arguments by message."
+        f"Complete the function {task['entry_point']}: write it whole, with its signature. You may call "
+        f"{HELPER_NAME}(...), a helper your teammate writes. {_CODE_FORMAT}"
     )
 
 
-def _tester_view(task: Task) -> str:
-    return f"{_problem(task)}\nWrite 3-6 `assert` statements that call `{task['entry_point']}` and check its result."
+def _tester_instruction(task: Task) -> str:
+    return f"Write 3 to 6 assert statements that call {task['entry_point']} and check its result. {_CODE_FORMAT}"
 
 
-def _reviewer_view(task: Task) -> str:
-    return f"{_problem(task)}\nYour feedback shows how the team's program does on the visible tests."
+def _reviewer_instruction(task: Task) -> str:
+    return (
+        "Your feedback shows how the team's program does on the visible tests. Send concrete fixes to aux or main "
+        "in a <message>; your draft is a short review."
+    )
 
 
-def _solo_view(task: Task) -> str:
-    return f"{_problem(task)}\nWrite the complete function `{task['entry_point']}` with its signature."
+def _solo_instruction(task: Task) -> str:
+    return f"Complete the function {task['entry_point']}: write it whole, with its signature. {_CODE_FORMAT}"
 
 
-_CODE_FORMAT = "Put your code in one ```python block."
+_CODE_FORMAT = "Answer with one ```python code block."
 
 _ROLES: tuple[Role, ...] = (
-    Role(
-        HELPER_NAME,
-        "Helper author",
-        f"You write the helper function `{HELPER_NAME}`. {_CODE_FORMAT}",
-        _aux_view,
-    ),
-    Role("main", "Main author", f"You write the problem's entry-point function. {_CODE_FORMAT}", _main_view),
-    Role("tester", "Tester", f"You write unit tests as plain assert statements. {_CODE_FORMAT}", _tester_view),
-    Role(
-        "reviewer",
-        "Reviewer",
-        "You review the team's program: send concrete fixes to aux or main by message; your draft is a short review.",
-        _reviewer_view,
-    ),
+    Role(HELPER_NAME, "Helper author", _aux_instruction, _aux_view),
+    Role("main", "Main author", _main_instruction, _problem),
+    Role("tester", "Tester", _tester_instruction, _problem),
+    Role("reviewer", "Reviewer", _reviewer_instruction, _problem),
 )
-_SOLO = Role("solo", "Programmer", f"You write the whole solution alone. {_CODE_FORMAT}", _solo_view)
+_SOLO = Role("solo", "Programmer", _solo_instruction, _problem)
 
 CODE_ROLES: frozenset[str] = frozenset({HELPER_NAME, "main", "tester", "solo"})
 """Roles whose draft is code (the env extracts it from a fence)."""

@@ -212,6 +212,7 @@ class WritingEnv(CollaborativeTextEnv):
     MAGRPO_APP: ClassVar[str] = "writing"
     SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
+    ROLE_NEW_TOKENS: ClassVar[Mapping[str, int]] = prompts.ROLE_NEW_TOKENS
 
     def __init__(self, config: WritingConfig | None = None, **kwargs: Any) -> None:
         config = WritingConfig.from_arguments(config, **kwargs)

@@ -42,23 +42,29 @@ def _role(name: str, title: str, instruction: str) -> Role:
 
 
 _TLDR_ROLES: tuple[Role, ...] = (
-    _role("concise", "Concise summary", "Write a TL;DR of the source: one or two sentences, 15-40 words."),
+    _role(
+        "concise",
+        "Concise summary",
+        "Write a TL;DR of the text above in your own words: one or two sentences, 15-40 words.",
+    ),
     _role(
         "detailed",
         "Detailed summary",
-        "Write a detailed summary of the source: one paragraph of 60-150 words covering who, what, when, where, why.",
+        "Write a detailed summary of the text above in your own words: one paragraph of 60-150 words covering "
+        "who, what, when, where and why.",
     ),
     _role(
         "key_points",
         "Key points",
-        "List the 3-5 key facts of the source, one per line, each starting with '- '.",
+        "List the 3-5 key facts of the text above, one per line, each line starting with '- '.",
     ),
-    _role("headline", "Headline", "Write a headline for the source: one line of at most 12 words."),
+    _role("headline", "Headline", "Write a headline for the text above: one line of at most 12 words."),
 )
 _TLDR_SOLO = _role(
     "solo",
     "Summary writer",
-    "Summarise the source alone: a TL;DR sentence (15-40 words), then a detailed paragraph (60-150 words).",
+    "Summarise the text above in your own words: a TL;DR sentence (15-40 words), then a detailed paragraph "
+    "(60-150 words).",
 )
 
 _ARXIV_ROLES: tuple[Role, ...] = (
