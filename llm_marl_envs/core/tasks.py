@@ -109,6 +109,12 @@ class TaskSource:
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSON-lines file into dicts; errors name the file and line."""
+    return [record for _, record in read_jsonl_located(path)]
+
+
+def read_jsonl_located(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """``(where, record)`` for each record of a JSON-lines file, ``where`` being ``"PATH:LINE"`` (blank lines are
+    skipped), so that errors about a record can name the line it came from."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"dataset file not found: {path}")
@@ -123,8 +129,39 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{number}: invalid JSON ({error.msg})") from None
             if not isinstance(record, dict):
                 raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            records.append(record)
+            records.append((f"{path}:{number}", record))
+    if not records:
+        raise ValueError(f"{path}: no records (expected one JSON object per line)")
     return records
+
+
+RECORD_SPLITS: dict[str, str] = {"train": "train", "eval": "eval", "validation": "eval", "test": "eval"}
+"""The ``split`` values a record may carry, and the split each means."""
+
+
+def check_record_text(record: Mapping[str, Any], name: str, where: str, *, required: bool = True) -> str | None:
+    """``record[name]`` when it is a non-empty string; ``None`` when it is absent and not ``required``; otherwise a
+    ``ValueError`` naming ``where`` (the file and line) and the field."""
+    if name not in record or record[name] is None:
+        if required:
+            raise ValueError(f"{where}: missing field {name!r} (the record has {sorted(record)})")
+        return None
+    value = record[name]
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where}: field {name!r}: expected a non-empty string, got {_shown(value)}")
+    return value
+
+
+def check_record_split(record: Mapping[str, Any], where: str) -> None:
+    """A ``split`` field, when present, must be one of :data:`RECORD_SPLITS`."""
+    split = record.get("split")
+    if split is not None and split not in RECORD_SPLITS:
+        raise ValueError(f"{where}: field 'split': expected one of {sorted(RECORD_SPLITS)}, got {_shown(split)}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 def require_fields(record: Mapping[str, Any], fields: Iterable[str], where: str) -> None:
@@ -148,4 +185,4 @@ def record_split(record: Mapping[str, Any], task_id: str) -> str:
     split = record.get("split")
     if split is None:
         return stable_split(task_id)
-    return {"train": "train", "eval": "eval", "validation": "eval", "test": "eval"}.get(str(split), "train")
+    return RECORD_SPLITS.get(str(split), "train")

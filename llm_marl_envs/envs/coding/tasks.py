@@ -41,8 +41,11 @@ from llm_marl_envs.core.magrpo_episode import official_split
 from llm_marl_envs.core.tasks import (
     Task,
     TaskSource,
+    check_record_split,
+    check_record_text,
     load_hub_dataset,
     read_jsonl,
+    read_jsonl_located,
     record_split,
     require_fields,
 )
@@ -175,7 +178,45 @@ def load_coding_tasks(dataset: str, split_scheme: str = "hash") -> TaskSource:
     if dataset in HUB_DATASETS:
         return load_hub(dataset, split_scheme)
     if dataset.endswith(".jsonl") or Path(dataset).is_file():
-        return tasks_from_records(Path(dataset).stem, read_jsonl(dataset))
+        return tasks_from_file(dataset)
     raise ValueError(
         f"dataset: expected 'humaneval', 'decomposable', 'mbpp', 'coophumaneval' or a .jsonl path, got {dataset!r}"
     )
+
+
+def tasks_from_file(path: str | Path) -> TaskSource:
+    """The tasks of a user's ``.jsonl`` file in HumanEval's schema, each line checked (``task_id``, ``prompt``
+    defining ``entry_point``, a ``test`` check function or a ``tests`` list of asserts, optional
+    ``canonical_solution``, ``helper_hint`` and ``split``); a bad line is one error naming the file, line and field."""
+    tasks, seen = [], {}
+    for where, record in read_jsonl_located(path):
+        task_id = record.get("task_id")
+        if not isinstance(task_id, (str, int)) or isinstance(task_id, bool) or str(task_id).strip() == "":
+            raise ValueError(f"{where}: field 'task_id': expected a non-empty string, got {task_id!r}")
+        if str(task_id) in seen:
+            raise ValueError(f"{where}: field 'task_id': {str(task_id)!r} is already the task of {seen[str(task_id)]}")
+        seen[str(task_id)] = where
+        prompt = check_record_text(record, "prompt", where)
+        entry_point = check_record_text(record, "entry_point", where)
+        if not entry_point.isidentifier():
+            raise ValueError(f"{where}: field 'entry_point': expected a function name, got {entry_point!r}")
+        if not re.search(rf"^def\s+{re.escape(entry_point)}\s*\(", prompt, re.MULTILINE):
+            raise ValueError(f"{where}: field 'prompt': expected it to define `def {entry_point}(...)`, the entry "
+                             f"point (the prompt is the function's signature and docstring, as in HumanEval)")
+        tests = record.get("tests", record.get("test"))
+        if "tests" in record:
+            if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t.strip() for t in tests):
+                raise ValueError(f"{where}: field 'tests': expected a non-empty list of assert strings")
+        elif "test" in record:
+            check_record_text(record, "test", where)
+        else:
+            raise ValueError(f"{where}: missing field 'test' (a `def check(candidate)` source) or 'tests' (a list "
+                             f"of asserts); the record has {sorted(record)}")
+        for optional in ("canonical_solution", "helper_hint"):
+            check_record_text(record, optional, where, required=False)
+        check_record_split(record, where)
+        try:
+            tasks.append(coding_task(record, where))
+        except (KeyError, ValueError) as error:  # e.g. a check function with no asserts
+            raise ValueError(str(error.args[0]) if isinstance(error, KeyError) else str(error)) from None
+    return TaskSource(Path(path).stem, tasks)

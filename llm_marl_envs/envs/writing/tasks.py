@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl_envs.core.magrpo_episode import official_split
-from llm_marl_envs.core.tasks import Task, TaskSource, load_hub_dataset, read_jsonl, record_split
+from llm_marl_envs.core.tasks import (
+    Task,
+    TaskSource,
+    check_record_split,
+    check_record_text,
+    load_hub_dataset,
+    read_jsonl_located,
+    record_split,
+)
 
 SOURCE_FIELDS: tuple[str, ...] = ("source", "text", "abstract", "prompt")
 NEWS_FILE = ("test", "test_data", "lee_background.cor")
@@ -96,8 +104,31 @@ def load_writing_tasks(dataset: str, split_scheme: str = "hash") -> TaskSource:
     if dataset in HUB_DATASETS:
         return load_hub(dataset, split_scheme)
     if dataset.endswith(".jsonl") or Path(dataset).is_file():
-        return tasks_from_records(Path(dataset).stem, read_jsonl(dataset))
+        return tasks_from_file(dataset)
     raise ValueError(f"dataset: expected 'news', 'tldr', 'arxiv' or a .jsonl path, got {dataset!r}")
+
+
+def tasks_from_file(path: str | Path) -> TaskSource:
+    """The tasks of a user's ``.jsonl`` file, each line checked: a ``source`` text (or one of :data:`SOURCE_FIELDS`),
+    and optional ``task_id``, ``title`` and ``split``; a bad line is one error naming the file, line and field."""
+    located = read_jsonl_located(path)
+    seen: dict[str, str] = {}
+    for index, (where, record) in enumerate(located):
+        task_id = str(record.get("task_id", f"{Path(path).stem}/{index}"))
+        if task_id in seen:
+            raise ValueError(f"{where}: field 'task_id': {task_id!r} is already the task of {seen[task_id]}")
+        seen[task_id] = where
+        if not any(isinstance(record.get(f), str) and record[f].strip() for f in SOURCE_FIELDS):
+            present = [f for f in SOURCE_FIELDS if f in record]
+            if present:
+                check_record_text(record, present[0], where)
+            raise ValueError(f"{where}: missing field 'source' (a non-empty text to write about; also accepted: "
+                             f"{list(SOURCE_FIELDS[1:])}); the record has {sorted(record)}")
+        check_record_text(record, "title", where, required=False)
+        if "task_id" in record and not isinstance(record["task_id"], (str, int)):
+            raise ValueError(f"{where}: field 'task_id': expected a string, got {type(record['task_id']).__name__}")
+        check_record_split(record, where)
+    return tasks_from_records(Path(path).stem, [record for _, record in located])
 
 
 def _task(task_id: str, fields: dict[str, Any]) -> Task:
