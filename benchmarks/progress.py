@@ -1,9 +1,10 @@
-"""Progress of a run of episodes — episodes and turns done, elapsed time and an ETA — for the command line.
+"""The one progress display of the command line: units done of a total, elapsed time and an ETA.
 
-A demo on CPU runs for about a minute before it has a table to print; this shows it is working. It listens to
-:func:`baselines.collaboration.run_episodes` through its ``on_turn(episode_index, turn)`` and ``on_episode(result)``
-callbacks. On a terminal with ``rich`` (the ``[cli]`` extra) it draws one live bar; otherwise (no ``rich``, or
-stdout is a pipe, a file or a CI log, where a redrawn bar turns into garbage) it prints one plain line per event.
+Every long command uses it — ``llm-marl train`` (steps), ``llm-marl bench study`` (episodes), ``llm-marl demo``
+(turns of lockstep episodes). On a terminal with ``rich`` (the ``[cli]`` extra) it draws one live bar; otherwise (no
+``rich``, or the stream is a pipe, a file or a CI log, where a redrawn bar turns into garbage) it prints one plain
+line per update. The ETA is the pace since the first update, because the time before it is mostly one-off set-up
+(loading a model, building envs).
 """
 
 from __future__ import annotations
@@ -17,84 +18,77 @@ from typing import Any, TextIO
 from baselines.collaboration import EpisodeResult
 
 
-class EpisodeProgress:
-    """Counts the turns and episodes of ``total_episodes`` episodes of at most ``max_turns`` turns each.
+class Progress:
+    """``total`` units of work (steps, episodes, turns), ``initial`` of them done before this run (a resume).
 
-    The ETA is measured in turns: each episode is budgeted ``max_turns``; an episode that ends early is credited its
-    unused turns, so the bar still ends at 100%. Call :meth:`begin` before each batch of lockstep episodes, then pass
-    :meth:`on_turn` and :meth:`on_episode` to ``run_episodes``.
+    :meth:`advance` records finished units with a short ``event`` (what just happened) and an optional ``detail`` (the
+    figures of a plain line, which has room for them); ``tag`` prefixes plain lines (``[train]``).
     """
 
     def __init__(
         self,
-        total_episodes: int,
-        max_turns: int,
+        total: int,
+        unit: str,
         *,
+        initial: int = 0,
+        tag: str = "progress",
         stream: TextIO | None = None,
         live: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.total_episodes = total_episodes
-        self.max_turns = max_turns
+        self.total, self.unit, self.tag = total, unit, tag
+        self.done = initial
         self.stream = stream if stream is not None else sys.stdout
         self.clock = clock
-        self.episodes_done = 0
-        self.turns_done = 0
-        self.turn_units = 0
-        """Turns done plus the turns that episodes which ended early did not need (the bar's position)."""
-        self.label = ""
-        self.offset = 0
         self.start = clock()
-        self._first: tuple[float, int] | None = None
-        """(time, turn units) at the first turn: the pace is measured from there, because the time before it is
-        mostly one-off set-up (building the envs loads the similarity model)."""
+        self._first: tuple[float, float] | None = None
+        """(time, units done) at the first update: the pace is measured from there."""
         self._bar: Any = None
         self._task: Any = None
         if live is None:
-            live = _is_terminal(self.stream) and _has_rich()
+            live = is_terminal(self.stream) and _has_rich()
         if live:
             self._open_bar()
 
-    @property
-    def total_units(self) -> int:
-        """The turn budget of the whole run."""
-        return self.total_episodes * self.max_turns
-
-    def begin(self, label: str) -> None:
-        """Start a batch (e.g. one env's episodes); its ``episode_index`` values count from the episodes done."""
-        self.label, self.offset = label, self.episodes_done
-        if self._bar is not None:  # building and resetting the envs takes seconds: say what the bar waits for
-            self._bar.update(self._task, description=f"{label}: first turn")
-
-    def on_turn(self, episode_index: int, turn: int) -> None:
-        """``run_episodes`` callback: episode ``episode_index`` of the current batch finished turn ``turn``."""
-        self.turns_done += 1
-        self.turn_units += 1
+    def advance(self, units: float = 1, event: str = "", detail: str = "", counts: str = "") -> None:
+        """``units`` more are done; show ``event`` (and, on a plain line, ``detail``); ``counts`` replaces the
+        default ``done/total unit`` text."""
+        self.done += units
         if self._first is None:
-            self._first = (self.clock(), self.turn_units)
-        self._show(f"{self.label} episode {self.offset + episode_index + 1}/{self.total_episodes} turn {turn}")
+            self._first = (self.clock(), self.done)
+        counts = counts or f"{self.done:g}/{self.total} {self.unit}s"
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, description=event or self.tag, counts=counts)
+        else:
+            print(f"[{self.tag}] {event}{detail} · {counts}, {self.timing()}", file=self.stream, flush=True)
 
-    def on_episode(self, result: EpisodeResult) -> None:
-        """``run_episodes`` callback: an episode ended (credits the turns it did not use)."""
-        self.episodes_done += 1
-        self.turn_units += max(0, self.max_turns - result.turns)
-        self._show(f"{self.label} seed {result.seed} done",
-                   f": return {result.episode_return:+.3f} in {result.turns} turn(s), {result.end_reason}")
+    def describe(self, event: str) -> None:
+        """Say what the bar waits for (a live bar only: plain lines are for finished work)."""
+        if self._bar is not None:
+            self._bar.update(self._task, description=event)
 
     def eta_s(self) -> float | None:
-        """Seconds left at the pace since the first turn (``None`` until a pace can be measured)."""
+        """Seconds left at the pace since the first update (``None`` until a pace can be measured)."""
         if self._first is None:
             return None
-        since, units_then = self._first
-        if self.turn_units == units_then:  # one data point: the pace from the start is all there is
-            since, units_then = self.start, 0
-        return (self.clock() - since) / (self.turn_units - units_then) * max(0, self.total_units - self.turn_units)
+        since, done_then = self._first
+        if self.done == done_then:  # one data point: the pace from the start is all there is
+            since, done_then = self.start, 0
+            if self.done == done_then:
+                return None
+        return (self.clock() - since) / (self.done - done_then) * max(0.0, self.total - self.done)
 
-    def status(self) -> str:
-        """Episodes and turns done, elapsed time and ETA, as one line."""
+    def timing(self) -> str:
+        """Elapsed time and ETA, as text."""
         eta = self.eta_s()
-        return (f"{self.episodes_done}/{self.total_episodes} episodes, {self.turns_done} turns, "
-                f"{self.clock() - self.start:.1f} s elapsed, ETA {'?' if eta is None else f'{eta:.0f} s'}")
+        return f"{duration(self.clock() - self.start)} elapsed, ETA {'?' if eta is None else duration(eta)}"
+
+    def write(self, line: str) -> None:
+        """A line above the bar (or a plain line)."""
+        if self._bar is not None:
+            self._bar.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
         """Stop the live bar (a no-op for plain lines)."""
@@ -102,7 +96,7 @@ class EpisodeProgress:
             self._bar.stop()
             self._bar = None
 
-    def __enter__(self) -> EpisodeProgress:
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(
@@ -112,9 +106,10 @@ class EpisodeProgress:
 
     def _open_bar(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichProgress
 
-        self._bar = Progress(
+        self._bar = RichProgress(
             TextColumn("{task.description}"),
             BarColumn(),
             TextColumn("{task.fields[counts]}"),
@@ -123,24 +118,67 @@ class EpisodeProgress:
             TimeRemainingColumn(),
             console=Console(file=self.stream),
         )
-        self._task = self._bar.add_task("starting", total=self.total_units, counts=self._counts())
+        self._task = self._bar.add_task(self.tag, total=self.total, completed=self.done,
+                                        counts=f"{self.done:g}/{self.total} {self.unit}s")
         self._bar.start()
+
+
+class EpisodeProgress(Progress):
+    """Turns and episodes of ``total_episodes`` lockstep episodes of at most ``max_turns`` turns each.
+
+    The bar counts turns: each episode is budgeted ``max_turns``; an episode that ends early is credited its unused
+    turns, so the bar still ends at 100 %. Call :meth:`begin` before each batch of lockstep episodes, then pass
+    :meth:`on_turn` and :meth:`on_episode` to ``run_episodes``.
+    """
+
+    def __init__(self, total_episodes: int, max_turns: int, **kwargs: Any) -> None:
+        super().__init__(total_episodes * max_turns, "turn", **kwargs)
+        self.total_episodes, self.max_turns = total_episodes, max_turns
+        self.episodes_done = 0
+        self.turns_done = 0
+        self.label = ""
+        self.offset = 0
+
+    @property
+    def turn_units(self) -> float:
+        """Turns done plus the turns that episodes which ended early did not need (the bar's position)."""
+        return self.done
+
+    def begin(self, label: str) -> None:
+        """Start a batch (e.g. one env's episodes); its ``episode_index`` values count from the episodes done."""
+        self.label, self.offset = label, self.episodes_done
+        self.describe(f"{label}: first turn")  # building and resetting the envs takes seconds
+
+    def on_turn(self, episode_index: int, turn: int) -> None:
+        """``run_episodes`` callback: episode ``episode_index`` of the current batch finished turn ``turn``."""
+        self.turns_done += 1
+        self.advance(1, f"{self.label} episode {self.offset + episode_index + 1}/{self.total_episodes} turn {turn}",
+                     counts=self._counts())
+
+    def on_episode(self, result: EpisodeResult) -> None:
+        """``run_episodes`` callback: an episode ended (credits the turns it did not use)."""
+        self.episodes_done += 1
+        self.advance(max(0, self.max_turns - result.turns), f"{self.label} seed {result.seed} done",
+                     f": return {result.episode_return:+.3f} in {result.turns} turn(s), {result.end_reason}",
+                     counts=self._counts())
 
     def _counts(self) -> str:
         return f"{self.episodes_done}/{self.total_episodes} episodes · {self.turns_done} turns"
 
-    def _show(self, event: str, detail: str = "") -> None:
-        # The live bar gets the short event (it shares one line with the counts); plain lines have room for detail.
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.turn_units, description=event, counts=self._counts())
-        else:
-            print(f"[progress] {event}{detail} · {self.status()}", file=self.stream, flush=True)
+
+def duration(seconds: float) -> str:
+    """``seconds`` as ``2 h 05 min``, ``3 min 20 s`` or ``12.5 s``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    hours, rest = divmod(round(seconds), 3600)
+    return f"{hours} h {rest // 60:02d} min" if hours else f"{rest // 60} min {rest % 60:02d} s"
 
 
-def _is_terminal(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (False for closed or file-like objects without one)."""
     try:
         return stream.isatty()
-    except (AttributeError, ValueError):  # closed or file-like objects without a terminal
+    except (AttributeError, ValueError):
         return False
 
 

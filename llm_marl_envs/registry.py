@@ -51,8 +51,17 @@ ENVS: dict[str, EnvSpec] = {
 ENV_NAMES: tuple[str, ...] = tuple(ENVS)
 
 
+def canonical_name(name: str) -> str:
+    """``name`` as the registry keys it: ``"writing_v0"`` (the module's name, PettingZoo style) is ``"writing"``.
+    Other names pass unchanged (:func:`env_spec` rejects the unknown ones)."""
+    if isinstance(name, str) and name.endswith("_v0") and name[: -len("_v0")] in ENVS:
+        return name[: -len("_v0")]
+    return name
+
+
 def env_spec(name: str) -> EnvSpec:
-    """The spec of ``name``; a ``ValueError`` lists the known names."""
+    """The spec of ``name`` (``writing`` or ``writing_v0``); a ``ValueError`` lists the known names."""
+    name = canonical_name(name)
     if name not in ENVS:
         raise ValueError(f"env: expected one of {ENV_NAMES}, got {name!r}")
     return ENVS[name]

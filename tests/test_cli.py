@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ def test_top_level_help_names_only_commands_that_exist(capsys: pytest.CaptureFix
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(commands) == {"demo", "sandbox", "bench", "train"}
+    assert set(commands) >= {"demo", "sandbox", "bench", "train", "teams"}
     for command in commands:
         assert f"`{command}`" in text  # the description says what each one does
     assert "`bench study`" in text and "`bench report DIR`" in text
@@ -99,8 +100,15 @@ def test_train_writes_a_team_that_demo_adapters_plays(tmp_path: Path, capsys: py
                        "--output", str(out)])
     assert status == 0
     text = capsys.readouterr().out
-    # Not a terminal: one plain line per step with the reward and the step time, then where the team is.
-    assert "step 1: reward " in text and "step 2: reward " in text and " s, " in text
+    # The plan and a measured estimate first (no GPU here: the cpu profile, which keeps what the flags set).
+    assert ("[train] one step: 1 tree(s) x 1 turn(s), 2 agent(s), 2 children per node: 3 nodes, 4 completions "
+            "(generate calls of 4 rows), at most 24 completion tokens; G = 2 (aligned), 6 new tokens at most, "
+            "bfloat16 base") in text
+    assert re.search(r"\[train\] estimated [\d.]+ s a step \(generation [\d.]+ s, update [\d.]+ s; measured in "
+                     r"[\d.]+ s\): 2 step\(s\) take about [\d.]+ s", text)
+    # Not a terminal: one plain line per step with the reward, zero-std groups, the step time and the ETA.
+    assert "[train] step 1: reward " in text and "[train] step 2: reward " in text and "zero-std groups" in text
+    assert "2/2 steps" in text and "ETA" in text
     assert f"play it: llm-marl demo --adapters {out}" in text
     assert not (out / "tensorboard").exists()  # --report-to none
     roles = list(json.loads((out / "team.json").read_text())["roles"])
@@ -122,18 +130,24 @@ def test_demo_adapters_needs_a_team_directory(tmp_path: Path) -> None:
         cli.main(["demo", "--adapters", str(tmp_path / "missing")])
 
 
-def test_train_progress_bar_shows_reward_and_step_time() -> None:
-    from trainers.cli import StepProgress
+def test_train_progress_shows_reward_zero_std_groups_step_time_and_eta() -> None:
+    from benchmarks.train import StepProgress
 
     stream = io.StringIO()
-    row = {"step": 3, "reward": 0.25, "reward_std": 0.1, "loss": 0.5, "step_time": 1.5, "tokens_per_second": 10.0,
-           "skipped": False}
+    row = {"step": 3, "reward": 0.25, "reward_std": 0.1, "frac_reward_zero_std": 0.25, "loss": 0.5,
+           "step_time": 1.5, "tokens_per_second": 10.0, "skipped": False}
     with StepProgress(5, initial=2, stream=stream, live=True) as progress:
         progress.on_step(row)
         progress.on_step({**row, "step": 4, "loss": float("nan"), "skipped": True})
     text = stream.getvalue()
-    assert "4/5" in text and "reward=0.250" in text and "step_time=1.5s" in text
-    assert "step 4: reward 0.250 (std 0.100), loss nan (skipped: non-finite loss)" in text
+    assert "4/5 steps" in text and "step 4" in text and "[train]" not in text  # a live bar, not plain lines
     plain = io.StringIO()
-    StepProgress(5, stream=plain).on_step(row)  # not a terminal: a plain line
-    assert plain.getvalue() == "step 3: reward 0.250 (std 0.100), loss 0.5000, 1.5 s, 10 tokens/s\n"
+    with StepProgress(5, initial=2, stream=plain) as progress:  # not a terminal: one plain line per step
+        progress.on_step(row)
+        progress.on_step({**row, "step": 4, "skipped": True})
+    first, second = plain.getvalue().splitlines()
+    assert first.startswith("[train] step 3: reward 0.250 ± 0.100, zero-std groups 25%, loss 0.5000, 1.5 s · "
+                            "3/5 steps, ")
+    assert "ETA" in first and "skipped: non-finite loss" in second and "4/5 steps" in second
+
+

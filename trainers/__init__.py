@@ -18,7 +18,9 @@ Modules:
   ``state()``, the baseline ``A = R − V(s)`` with ``baseline: critic``.
 - :mod:`trainers.distributed` — data parallelism over ``torchrun`` processes (shards of a step's trees, gradients
   summed across ranks, metrics gathered).
-- :mod:`trainers.cli` — ``llm-marl train``; :mod:`trainers.trl_adapter` — TRL's ``GRPOTrainer`` on the envs.
+- :mod:`trainers.plan` — what one step will generate (nodes, completions, tokens) and a measured estimate of its
+  time; :mod:`trainers.trl_adapter` — TRL's ``GRPOTrainer`` on the envs. (``llm-marl train`` is
+  :mod:`benchmarks.train`.)
 
 Importing ``trainers`` itself loads nothing heavy; torch comes with the submodules.
 """

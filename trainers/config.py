@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl_envs.core.config import check_choice, check_int, check_positive
-from llm_marl_envs.registry import ENV_NAMES
+from llm_marl_envs.registry import ENV_NAMES, canonical_name
 
 LOSS_TYPES: tuple[str, ...] = ("magrpo", "grpo", "dr_grpo", "dapo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
@@ -137,8 +137,7 @@ class TrainerConfig:
     """The W&B run's name (None: W&B picks one); the project is ``$WANDB_PROJECT`` or ``llm-marl-envs``."""
 
     def __post_init__(self) -> None:
-        env = self.env[: -len("_v0")] if isinstance(self.env, str) and self.env.endswith("_v0") else self.env
-        object.__setattr__(self, "env", env)
+        object.__setattr__(self, "env", canonical_name(self.env))
         check_choice("env", self.env, ENV_NAMES)
         check_int("num_agents", self.num_agents, 1, 4)
         if not isinstance(self.env_kwargs, Mapping):
@@ -227,10 +226,21 @@ class TrainerConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> TrainerConfig:
         """A config from a YAML file, then ``overrides`` (command-line options win)."""
+        return cls.from_mapping({**cls.yaml_values(path), **overrides})
+
+    @staticmethod
+    def yaml_values(path: str | Path) -> dict[str, Any]:
+        """The options a YAML file sets (a mapping; not validated yet); a missing file or another document is a
+        clear error."""
         import yaml
 
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        return cls.from_mapping({**data, **overrides})
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config: no YAML file at {path}")
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"config {path}: expected a mapping of options, got {type(data).__name__}")
+        return data
 
     def replace(self, **changes: Any) -> TrainerConfig:
         """A copy with ``changes`` (validated again)."""

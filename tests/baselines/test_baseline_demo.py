@@ -49,10 +49,11 @@ def test_scripted_demo_on_both_envs_writes_json(tmp_path: Path, capsys: pytest.C
     progress = [line for line in printed.splitlines() if line.startswith("[progress] ")]
     assert len([line for line in progress if " turn " in line.split(" · ")[0]]) == 4 * 2
     assert len([line for line in progress if " done: " in line]) == 4
-    assert progress[0].startswith("[progress] writing episode 1/4 turn 1 · 0/4 episodes, 1 turns")
-    assert re.search(r"4/4 episodes, 8 turns, [\d.]+ s elapsed, ETA 0 s$", progress[-1])
+    assert progress[0].startswith("[progress] writing episode 1/4 turn 1 · 0/4 episodes · 1 turns")
+    assert re.search(r"4/4 episodes · 8 turns, [\d.]+ s elapsed, ETA 0.0 s$", progress[-1])
     data = json.loads(report.read_text())
-    assert data["baseline"] == "one_round_discussion" and data["settings"]["max_new_tokens"] == 96
+    assert data["baseline"] == "one_round_discussion"
+    assert data["settings"]["max_new_tokens"] == {"writing": 128, "coding": 160}  # each env's budget for its roles
     episodes = data["episodes"]
     assert [e["env"] for e in episodes] == ["writing", "writing", "coding", "coding"]
     assert all(len(e["agents"]) == 3 and e["turns"] == 2 for e in episodes)
@@ -73,7 +74,7 @@ def test_every_demo_option_has_help_and_defaults_appear_once() -> None:
     assert "(default: None)" not in text
     model_help = text[text.index("--model MODEL"):text.index("--dtype")]
     assert " ".join(model_help.split()).count("(default:") == 1
-    assert "(default: 96)" in text and "(default: local)" in text  # real defaults are still shown
+    assert "(default: 2)" in text and "(default: local)" in text  # real defaults are still shown
 
 
 def test_progress_eta_is_the_pace_since_the_first_turn() -> None:
@@ -92,8 +93,8 @@ def test_progress_eta_is_the_pace_since_the_first_turn() -> None:
     progress.on_episode(short)  # ended after 1 of its 2 turns: the unused turn is credited
     assert progress.turn_units == 3 and progress.eta_s() == pytest.approx(2.0 / 2 * 1)
     assert out.getvalue().splitlines()[-1] == (
-        "[progress] writing seed 0 done: return +0.000 in 1 turn(s), all_done · 1/2 episodes, 2 turns, "
-        "12.0 s elapsed, ETA 1 s"
+        "[progress] writing seed 0 done: return +0.000 in 1 turn(s), all_done · 1/2 episodes · 2 turns, "
+        "12.0 s elapsed, ETA 1.0 s"
     )
 
 

@@ -182,10 +182,17 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
     assert not (tmp_path / "out").exists()
     yaml_file.write_text("env: coding_v0\nnum_agents: 3\nseed: 7\n", encoding="utf-8")
     args = cli.build_parser().parse_args(["train", "--config", str(yaml_file), "--steps", "9"])
-    from trainers.cli import build_config
+    from benchmarks.train import CPU_PROFILE, build_config
 
     config = build_config(args)
     assert (config.env, config.num_agents, config.seed, config.steps) == ("coding", 3, 7, 9)
+    # The cpu profile fills only what neither the YAML nor the flags set; --profile full keeps the defaults.
+    yaml_file.write_text("env: coding_v0\nnum_generations: 5\nenv_kwargs: {max_turns: 3}\n", encoding="utf-8")
+    cpu = build_config(cli.build_parser().parse_args(["train", "--config", str(yaml_file), "--profile", "cpu"]))
+    assert (cpu.num_generations, cpu.env_kwargs["max_turns"]) == (5, 3)
+    assert (cpu.dtype, cpu.max_completion_length) == ("bfloat16", CPU_PROFILE["max_completion_length"]["coding"])
+    full = build_config(cli.build_parser().parse_args(["train", "--config", str(yaml_file), "--profile", "full"]))
+    assert (full.dtype, full.max_completion_length, full.env_kwargs) == ("auto", 128, {"max_turns": 3})
 
 
 def _per_agent_step(agent: str, reward: float) -> AgentStep:

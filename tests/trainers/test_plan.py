@@ -1,0 +1,61 @@
+"""What ``llm-marl train`` says a step will do before it runs: the tree arithmetic by hand, and an estimate that is
+measured on the team without changing anything of the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainers.config import TrainerConfig
+from trainers.plan import estimate_step, generation_estimate, step_plan
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_step_plan_counts_nodes_completions_and_tokens_by_hand() -> None:
+    # Writing recipe: 2 agents, G = 4 aligned, 2 turns, 1 tree: 1 root + 4 children expanded, 4 + 16 leaves.
+    config = TrainerConfig(env="writing", num_agents=2, num_generations=4, max_completion_length=128)
+    plan = step_plan(config, max_turns=2)
+    assert plan.expanded_per_depth == (1, 4) and plan.rows_per_depth == (8, 32)
+    assert (plan.nodes, plan.completions, plan.tokens) == (1 + 4 + 16, 40, 40 * 128)
+    # Cross joint actions: G^N = 9 children per node; 2 trees of 2 turns with 2 agents and G = 3.
+    cross = TrainerConfig(env="coding", num_agents=2, num_generations=3, joint_mode="cross", envs_per_step=2,
+                          max_completion_length=10)
+    plan = step_plan(cross, max_turns=2)
+    assert plan.branching == 9 and plan.expanded_per_depth == (2, 18) and plan.rows_per_depth == (12, 108)
+    assert (plan.nodes, plan.completions, plan.tokens) == (2 * (1 + 9 + 81), 120, 1200)
+    # One agent (GRPO), one turn: G completions.
+    solo = step_plan(TrainerConfig(env="writing", num_agents=1, num_generations=8), max_turns=1)
+    assert (solo.nodes, solo.completions, solo.rows_per_depth) == (9, 8, (8,))
+    assert "40 completions (generate calls of 8/32 rows)" in step_plan(config, 2).describe()
+    with pytest.raises(ValueError, match="max_turns: expected an int >= 1, got 0"):
+        step_plan(config, max_turns=0)
+
+
+def test_generation_time_is_prefill_plus_tokens_times_the_per_token_cost_between_measured_row_counts() -> None:
+    measured = {8: (1.0, 0.1), 32: (3.0, 0.4)}  # (prefill s, s per token) at 8 and 32 rows
+    assert generation_estimate((8, 32), measured, tokens=10) == pytest.approx((1.0 + 1.0) + (3.0 + 4.0))
+    assert generation_estimate((20,), measured, tokens=10) == pytest.approx(2.0 + 2.5)  # halfway in rows
+    assert generation_estimate((16,), {8: (1.0, 0.1)}, tokens=10) == pytest.approx(2 * (1.0 + 1.0))  # scaled
+    with pytest.raises(ValueError, match="measured: expected timings"):
+        generation_estimate((8,), {}, tokens=1)
+
+
+def test_the_estimate_is_measured_and_leaves_the_run_untouched(tmp_path: Path, model_dir: Path) -> None:
+    from trainers.magrpo import MAGRPOTrainer
+
+    config = TrainerConfig(env="writing", num_agents=2, env_kwargs={"similarity": "tfidf", "max_turns": 2},
+                           model=str(model_dir), num_generations=2, max_completion_length=6, steps=1,
+                           output_dir=str(tmp_path / "run"), report_to="none", lora_dropout=0.1)
+    trainer = MAGRPOTrainer(config)
+    before = {a: [p.detach().clone() for p in trainer.team.adapter_parameters(a)] for a in trainer.agents}
+    rng = torch.get_rng_state()
+    guess = estimate_step(trainer, step_plan(config, trainer.envs[0].max_turns))
+    assert guess.generation_s > 0 and guess.update_s > 0 and guess.calibration_s > 0
+    assert torch.equal(torch.get_rng_state(), rng)  # the run's sampling stream is where it was
+    for agent in trainer.agents:
+        after = trainer.team.adapter_parameters(agent)
+        assert all(p.grad is None for p in after)
+        assert all(torch.equal(a, b) for a, b in zip(after, before[agent], strict=True))
