@@ -17,12 +17,15 @@ _SUBCOMMANDS: tuple[str, ...] = (
     "benchmarks.demo",
     "llm_marl_envs.sandbox.cli",
     "benchmarks.bench",
-    "trainers.cli",
+    "benchmarks.train",
+    "benchmarks.teams",
 )
 DESCRIPTION = """Collaborative LLM agents as Dec-POMDPs (PettingZoo envs writing_v0 and coding_v0).
 
-`demo` runs a few real episodes with a policy (or a trained team: --adapters DIR), `sandbox` builds, checks and
-cleans the Docker unit-test sandbox, `train` trains a team with MAGRPO (checkpoints, exact resume), `bench` runs the
+`demo` runs a few real episodes with a policy (or a trained team: --adapters DIR, or the shipped one: --adapters
+builtin), `sandbox` builds, checks and cleans the Docker unit-test sandbox, `train` trains a team with MAGRPO (its plan,
+a measured step-time estimate, checkpoints, exact resume), `teams` lists the shipped teams, draws learning curves and
+ships a trained run into the package, `bench` runs the
 benchmarks — among them `bench study`, the 6,000-episode study (trained team vs single agent vs untrained team), and
 `bench report DIR`, which rebuilds a study's report. The envs themselves are a Python API (see README.md)."""
 

@@ -15,6 +15,7 @@ while the episodes run; the table comes at the end.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 from baselines.collaboration import BASELINES, PLAIN, EpisodeResult, get_baseline, run_episodes
 from baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
 from benchmarks.progress import EpisodeProgress
-from llm_marl_envs.registry import ENV_NAMES
+from llm_marl_envs.registry import ENV_NAMES, make_env
 
 DRAFT_PREVIEW_CHARS = 160
 
@@ -55,8 +56,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-turns", type=_positive_int, default=None,
                         help="turns of the plain loop (default 2) and of prompt_collaboration (default 3); "
                         "the other baselines fix their own")
-    parser.add_argument("--max-new-tokens", type=_positive_int, default=96,
-                        help="most tokens the policy may generate per action")
+    parser.add_argument("--max-new-tokens", type=_positive_int, default=None,
+                        help="most tokens the policy may generate per action (default: each env's budget for its "
+                             "roles, e.g. 128 for the writing pair, 160 for the coding pair)")
     parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (0: greedy)")
     parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling: keep the smallest set of "
                         "tokens whose probabilities add up to this")
@@ -74,7 +76,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--adapters", default=None, metavar="DIR",
                         help="play a trained team: DIR is a team directory (llm-marl train's output folder or one of "
                         "its checkpoints: team.json + adapters/<agent>/); its env and team size come from team.json "
-                        "(same as --policy adapters --team-dir DIR)")
+                        "(same as --policy adapters --team-dir DIR); 'builtin' plays the team shipped with the "
+                        "package for --env and --num-agents")
     parser.add_argument("--base-url", default=None, help="endpoint policy: e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--endpoint-model", default=None, help="endpoint policy: served model name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="endpoint policy: env var with the key")
@@ -106,6 +109,15 @@ def _resolve_adapters(args: argparse.Namespace) -> None:
     if folder is None:
         return
     from baselines.policies.adapters import MANIFEST_NAME
+    from baselines.teams import BUILTIN, builtin_team_dir
+
+    if folder == BUILTIN:
+        if args.env == "both":
+            raise SystemExit("--adapters builtin plays one shipped team: choose it with --env (and --num-agents)")
+        try:
+            folder = args.adapters = str(builtin_team_dir(args.env, args.num_agents))
+        except ValueError as error:
+            raise SystemExit(f"--adapters builtin: {error}") from None
 
     if args.team_dir is not None and Path(args.team_dir) != Path(folder):
         raise SystemExit("--adapters DIR and --team-dir name two different teams; give one of them")
@@ -121,13 +133,14 @@ def _resolve_adapters(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the demo episodes, print the summary and optionally write JSON; returns the exit status."""
     _resolve_adapters(args)
-    settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p,
-                                  max_new_tokens=args.max_new_tokens, seed=args.seed)
+    base_settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p,
+                                       max_new_tokens=args.max_new_tokens or 1, seed=args.seed)
     envs = list(ENV_NAMES) if args.env == "both" else [args.env]
     seeds = [args.seed + i for i in range(args.episodes)]
     num_agents, team_env_kwargs = args.num_agents, {}
     start = time.perf_counter()
     results: list[EpisodeResult] = []
+    budgets: dict[str, int] = {}
     # Loading a model takes seconds before the first episode; say so, so the wait is not silent.
     print(f"[demo] loading the {args.policy} policy", flush=True)
     with build_policy(args) as policy:
@@ -139,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
         with EpisodeProgress(len(envs) * len(seeds), turns) as progress:
             for env in envs:
                 env_kwargs = {**team_env_kwargs, **({"executor": args.executor} if env == "coding" else {})}
+                budgets[env] = args.max_new_tokens or _budget(
+                    env, 1 if args.baseline == "single_agent" else num_agents, env_kwargs)
+                settings = dataclasses.replace(base_settings, max_new_tokens=budgets[env])
                 progress.begin(env)
                 # The table needs texts only: no generation records, so a local model keeps no logits.
                 results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,
@@ -148,10 +164,17 @@ def run(args: argparse.Namespace) -> int:
     print_summary(results, f"{args.baseline} · {args.policy} policy · {elapsed:.1f} s")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"settings": settings.to_dict(), "policy": args.policy, "baseline": args.baseline,
+        settings_record = {**base_settings.to_dict(), "max_new_tokens": budgets}  # per env
+        payload = {"settings": settings_record, "policy": args.policy, "baseline": args.baseline,
                    "elapsed_s": elapsed, "episodes": [r.to_dict() for r in results]}
         args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
+
+
+def _budget(env: str, num_agents: int, env_kwargs: dict[str, Any]) -> int:
+    """The env's new-token budget for a team of ``num_agents`` (its roles' needs; nothing is loaded)."""
+    probe = make_env(env, num_agents=num_agents, **{**env_kwargs, "similarity": "tfidf"})
+    return probe.suggested_max_new_tokens()
 
 
 def print_summary(results: list[EpisodeResult], title: str) -> None:

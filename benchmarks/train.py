@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
           f"adapters in {trainer.output / 'adapters'}")
     if (trainer.output / "team.json").is_file():
         print(f"[train] team directory: {trainer.output} (play it: llm-marl demo --adapters {trainer.output}; "
-              f"learning curve: llm-marl curves {trainer.output})")
+              f"learning curve: llm-marl teams curve {trainer.output})")
     return 0
 
 

@@ -33,6 +33,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from baselines.teams import BUILTIN
+from benchmarks.progress import Progress, duration
 from benchmarks.study.design import (
     CONDITIONS,
     PRESETS,
@@ -44,7 +46,7 @@ from benchmarks.study.design import (
 )
 from benchmarks.study.episode_log import EpisodeLog
 from benchmarks.study.execution import POLICY_KINDS, PolicySpec, make_batches, run_local, run_ray
-from llm_marl_envs.registry import ENV_NAMES
+from llm_marl_envs.registry import ENV_NAMES, make_env
 
 RECORD_NAME = "study.json"
 FULL_DESIGN_EPISODES = 6000
@@ -57,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=tuple(PRESETS), default="full",
-                        help="full: the seeds' 6,000-episode design; smoke: minutes on 2 CPU cores (default: full)")
+                        help="full: the seeds' 6,000-episode design; main: the shipped teams vs one agent and the "
+                             "untrained team, under 10 min on 2 CPU cores; results: the README's results table; "
+                             "smoke: trains briefly, checks the machinery (default: full)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/study-PRESET)")
     design = parser.add_argument_group("design (defaults from the preset)")
     design.add_argument("--envs", nargs="+", default=None, metavar="ENV", help=f"of {list(ENV_NAMES)}")
@@ -75,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="similarity backend (auto: MiniLM, the seeds' consistency measure)")
     design.add_argument("--executor", choices=("auto", "docker", "local"), default=None,
                         help="coding env's unit-test executor")
+    design.add_argument("--dataset", nargs="+", default=None, metavar="ENV=PATH",
+                        help="your own tasks per env: coding=PATH.jsonl (HumanEval's schema), writing=PATH.jsonl "
+                             "(a 'source' field per line), or a dataset name of the env (e.g. coding=decomposable)")
     model = parser.add_argument_group("policy")
     model.add_argument("--policy", choices=POLICY_KINDS, default="local",
                        help="local model, OpenAI-compatible endpoint, or scripted (no model)")
@@ -84,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--endpoint-model", default=None, help="endpoint: served model name")
     model.add_argument("--api-key-env", default="OPENAI_API_KEY", help="endpoint: env var holding the key")
     model.add_argument("--adapters", nargs="+", type=Path, default=None, metavar="DIR",
-                       help="team directories of the trained condition (team.json + adapters/)")
+                       help="team directories of the trained condition (team.json + adapters/), or 'builtin' for "
+                            "the teams shipped with the package (the main and results presets' default)")
     model.add_argument("--train", action="store_true", help="train the trained condition's teams first")
     model.add_argument("--train-steps", type=int, default=None, help="MAGRPO steps per team (with --train)")
     run = parser.add_argument_group("execution")
@@ -107,12 +115,35 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
              "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
              "similarity": args.similarity}
     values.update({k: v for k, v in flags.items() if v is not None})
+    env_kwargs: dict[str, dict[str, Any]] = {env: dict(kw) for env, kw in values.get("env_kwargs", {}).items()}
     if args.executor is not None:
-        values["env_kwargs"] = {"coding": {"executor": args.executor}}
+        env_kwargs.setdefault("coding", {})["executor"] = args.executor
+    for env, dataset in parse_datasets(args.dataset or ()).items():
+        env_kwargs.setdefault(env, {})["dataset"] = dataset
+    if env_kwargs:
+        values["env_kwargs"] = env_kwargs
     training = dict(preset["training"])
     if args.train_steps is not None:
         training["steps"] = args.train_steps
     return StudyDesign(**values), TrainingPlan(**training)
+
+
+def parse_datasets(items: Sequence[str]) -> dict[str, str]:
+    """``["coding=PATH", ...]`` as ``{"coding": "PATH"}`` (env names as the registry knows them)."""
+    from llm_marl_envs.registry import canonical_name
+
+    datasets: dict[str, str] = {}
+    for item in items:
+        env, sep, dataset = item.partition("=")
+        env = canonical_name(env.strip())
+        if not sep or not dataset.strip():
+            raise ValueError(f"--dataset: expected ENV=PATH (e.g. coding=tasks.jsonl), got {item!r}")
+        if env not in ENV_NAMES:
+            raise ValueError(f"--dataset {item}: expected an env among {list(ENV_NAMES)}, got {env!r}")
+        if env in datasets:
+            raise ValueError(f"--dataset: {env} given twice")
+        datasets[env] = dataset.strip()
+    return datasets
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,11 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           flush=True)
     team_dirs = teams.prepare(pending) if pending else {}
     started = time.perf_counter()
-    progress = _Progress(len(plan), len(plan) - len(pending))
+    progress = Progress(len(plan), "episode", initial=len(plan) - len(pending), tag="study")
     batches = make_batches(pending, args.batch_size, team_dirs)
 
     def on_rows(rows: list[dict[str, Any]]) -> None:
-        progress.update(log.append(rows))
+        progress.advance(log.append(rows), f"{rows[0]['condition']} {rows[0]['env']}" if rows else "batch")
 
     if args.ray_address:
         run_ray(batches, design, policy, on_rows, args.ray_address, args.ray_cpus_per_task, args.ray_gpus_per_task)
@@ -155,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = _figures(len(pending), elapsed, design)
     print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
           f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
-          f"{_duration(figures['projected_full_design_s'])} at this pace)", flush=True)
+          f"{_eta(figures['projected_full_design_s'])} at this pace)", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**figures, "config_hash": digest, "out": str(out)}, indent=2) + "\n")
@@ -199,9 +230,11 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
                   out: Path) -> _Teams:
     """Check before anything runs that the trained condition has its teams (or a way to get them)."""
     needed = cells_needing_teams(design)
-    smoke_trains = args.preset == "smoke" and args.adapters is None
+    default_teams = PRESETS[args.preset].get("teams") if args.adapters is None and not args.train else None
     if args.adapters and args.train:
         raise ValueError("give either --adapters DIR ... or --train, not both")
+    if default_teams == "builtin":
+        args.adapters = [Path(BUILTIN)]
     if not needed or policy.kind == "scripted":
         return _Teams({}, None, needed, design, policy, out)
     if policy.kind == "endpoint":
@@ -211,7 +244,7 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
         from baselines.policies.adapters import load_team_manifest
 
         given: dict[tuple[str, int], str] = {}
-        for directory in args.adapters:
+        for directory in _expand_builtin(args.adapters):
             manifest = load_team_manifest(directory)  # FileNotFoundError / ValueError name the folder
             given[(manifest.env_name, manifest.num_agents)] = str(directory)
         missing = [f"{env} with {size} agents" for env, size in needed if (env, size) not in given]
@@ -219,10 +252,23 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
             raise ValueError(f"--adapters: no team for {missing}; got teams for "
                              f"{[f'{e} with {s} agents' for e, s in sorted(given)]}")
         return _Teams(given, None, needed, design, policy, out)
-    if args.train or smoke_trains:
+    if args.train or default_teams == "train":
         return _Teams({}, training, needed, design, policy, out)
     raise ValueError("the trained condition needs --adapters DIR ... (teams from `llm-marl train`) or --train; "
                      "or leave it out with --conditions")
+
+
+def _expand_builtin(directories: Sequence[Path]) -> list[Path]:
+    """``--adapters`` with ``builtin`` replaced by the shipped teams' directories (:mod:`baselines.teams`)."""
+    expanded: list[Path] = []
+    for directory in directories:
+        if str(directory) == BUILTIN:
+            from baselines.teams import builtin_teams
+
+            expanded += builtin_teams().values()
+        else:
+            expanded.append(directory)
+    return expanded
 
 
 def _train_team(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan | None, policy: PolicySpec,
@@ -235,13 +281,15 @@ def _train_team(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan |
     assert plan is not None
     env, size = cell
     run_dir = out / "teams" / f"{env}-{size}"
-    env_kwargs = {"similarity": design.similarity, **design.env_kwargs.get(env, {}), "max_turns": plan.max_turns}
+    env_kwargs = {"similarity": design.similarity, **design.env_kwargs.get(env, {}),
+                  "max_turns": plan.max_turns or design.max_turns}
+    tokens = plan.max_completion_length or make_env(env, num_agents=size, **{**env_kwargs, "similarity": "tfidf"}
+                                                    ).suggested_max_new_tokens()
     config = TrainerConfig(
-        env=env, num_agents=size, env_kwargs=env_kwargs, model=policy.model or "default",
-        num_generations=plan.num_generations, envs_per_step=plan.envs_per_step,
-        max_completion_length=plan.max_completion_length, learning_rate=plan.learning_rate, lora_r=plan.lora_r,
-        temperature=design.temperature or 1.0, steps=plan.steps, seed=design.seed, output_dir=str(run_dir),
-        save_steps=max(1, plan.steps // 4),
+        env=env, num_agents=size, env_kwargs=env_kwargs, model=policy.model or "default", dtype=plan.dtype,
+        num_generations=plan.num_generations, envs_per_step=plan.envs_per_step, max_completion_length=tokens,
+        learning_rate=plan.learning_rate, lora_r=plan.lora_r, temperature=plan.temperature, steps=plan.steps,
+        seed=design.seed, output_dir=str(run_dir), save_steps=max(1, plan.steps // 4),
     )
     found = checkpoint.checkpoints(run_dir) if run_dir.exists() else []
     if found:
@@ -307,36 +355,5 @@ def _figures(episodes: int, elapsed: float, design: StudyDesign) -> dict[str, An
             "projected_full_design_s": FULL_DESIGN_EPISODES / rate * 60 if rate == rate and rate > 0 else None}
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "an unknown time"
-    hours, rest = divmod(int(seconds), 3600)
-    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
-
-
-class _Progress:
-    """Episodes done of the plan, episodes/min and ETA: a tqdm bar on a terminal, one plain line per batch else."""
-
-    def __init__(self, total: int, done: int) -> None:
-        self.total, self.done, self.start_done = total, done, done
-        self.start = time.perf_counter()
-        self.bar = None
-        if sys.stdout.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, initial=done, unit="episode", desc="study", dynamic_ncols=True)
-
-    def update(self, count: int) -> None:
-        self.done += count
-        if self.bar is not None:
-            self.bar.update(count)
-            return
-        elapsed = time.perf_counter() - self.start
-        rate = (self.done - self.start_done) / elapsed * 60 if elapsed > 0 else float("nan")
-        left = (self.total - self.done) / rate * 60 if rate > 0 else None
-        print(f"[study] {self.done}/{self.total} episodes, {rate:.1f} episodes/min, ETA {_duration(left)}",
-              flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+def _eta(seconds: float | None) -> str:
+    return "an unknown time" if seconds is None else duration(seconds)

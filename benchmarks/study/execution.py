@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baselines.collaboration import draft_part
 from benchmarks.study.design import CONDITIONS, PlannedEpisode, StudyDesign
 
 
@@ -112,9 +113,10 @@ def run_batch(batch: Batch, design: StudyDesign, policy: PolicySpec) -> list[dic
     baseline = get_baseline(CONDITIONS[batch.condition].baseline)
     # Sampling is seeded per batch from its first episode, so a batch replays the same way.
     first = batch.episodes[0]
-    settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p,
-                                  max_new_tokens=design.max_new_tokens, seed=_stable_seed(first.key))
     envs = [make_env(e.env, **design.env_kwargs_for(e.env, e.condition, e.team_size)) for e in batch.episodes]
+    budget = design.max_new_tokens or max(env.suggested_max_new_tokens() for env in envs)
+    settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p, max_new_tokens=budget,
+                                  seed=_stable_seed(first.key))
     policy_fn = _rollout_policy(policy, batch.team_dir, settings)
     start = time.perf_counter()
     ended: dict[int, float] = {}
@@ -159,6 +161,9 @@ def episode_row(
         success = quality >= design.writing_success_quality
     team = planned.num_agents > 1
     consistency = components.get("consistency")
+    drafts = dict(trajectory.final_drafts)
+    actions = [step.action for step in trajectory.steps]
+    dependent = info.get("details", {}).get("dependent_tests")
     return {
         "key": planned.key,
         "condition": planned.condition,
@@ -176,10 +181,16 @@ def episode_row(
         "consistency_similarity": _number(terms.get("similarity")) if team else None,
         "consistency_contribution": _number(consistency) if team else None,
         "duplication": _number(terms.get("duplication")) if team else None,
+        # Signs of a degenerate team (the report's "Degenerate strategies?" table): parts left empty, actions that
+        # carry only messages or <done/>, and (coding teams) whether any test depends on the helper at all.
+        "empty_parts": sum(not text.strip() for text in drafts.values()) / len(drafts) if drafts else None,
+        "protocol_only_actions": (sum(not draft_part(a) for a in actions) / len(actions)) if actions else None,
+        "helper_load_bearing": (float(dependent.get("aux", 0) > 0)
+                                if team and isinstance(dependent, Mapping) and "aux" in dependent else None),
         "similarity_backend": info.get("details", {}).get("similarity_backend"),
         "reward_components": {k: v for k, v in components.items() if not isinstance(v, Mapping)},
         "contributions": dict(components.get("contributions", {})),
-        "texts": dict(trajectory.final_drafts),
+        "texts": drafts,
         "wall_time_s": round(wall_time_s, 3),
         "worker": worker,
     }

@@ -63,6 +63,22 @@ METRICS: tuple[str, ...] = (
     "consistency_similarity",
     "consistency_contribution",
     "duplication",
+    "empty_parts",
+    "protocol_only_actions",
+    "helper_load_bearing",
+)
+# Drift into a degenerate strategy would show here, trained against untrained (see DEGENERACY_METRICS' labels).
+DEGENERACY_METRICS: tuple[str, ...] = ("duplication", "empty_parts", "protocol_only_actions", "helper_load_bearing")
+# The printed headline: per env, trained against each condition, each cell a difference with its 95 % CI and p.
+EFFECT_METRICS: tuple[str, ...] = (
+    "team_return",
+    "quality",
+    "turns",
+    "consistency_contribution",
+    "consistency_similarity",
+    "duplication",
+    "pass_rate",
+    "success",
 )
 # Shown side by side so a consistency gain is visibly not won by copying (high similarity with high duplication).
 CONSISTENCY_COLUMNS: tuple[str, ...] = ("consistency_similarity", "consistency_contribution", "duplication")
@@ -75,6 +91,9 @@ LABELS: dict[str, str] = {
     "consistency_similarity": "consistency: similarity (seeds' def.)",
     "consistency_contribution": "consistency: contribution (env's credit)",
     "duplication": "duplication (near-identical parts)",
+    "empty_parts": "empty parts (share of agents)",
+    "protocol_only_actions": "actions with no draft (only messages/done)",
+    "helper_load_bearing": "helper load-bearing (coding: a test fails without aux)",
 }
 # A figure resting on fewer episodes than this is flagged (†): its interval is wide and its test weak.
 FEW_EPISODES = 10
@@ -330,6 +349,8 @@ def compare_conditions(rows: Sequence[Mapping[str, Any]], alpha: float = 0.05) -
                             "p": result.p,
                             "effect_name": result.effect_name,
                             "effect_size": result.effect_size,
+                            "diff_ci_low": result.diff_ci_low,
+                            "diff_ci_high": result.diff_ci_high,
                             "significant": result.significant(alpha),
                             "few": _is_few(min(result.n_a, result.n_b)),
                             "note": result.note,
@@ -467,8 +488,57 @@ def headline(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def print_headline(rows: Sequence[Mapping[str, Any]]) -> None:
-    """Print the headline table of ``rows`` (the runner calls this at the end of a study)."""
-    print(format_headline(headline(rows)), flush=True)
+    """Print the headline of ``rows`` (the runner calls this at the end of a study): per env, ``trained`` against
+    each other condition, every cell a difference with its 95 % CI and p (:func:`format_effects`)."""
+    print(format_effects(clean_rows(rows).rows), flush=True)
+
+
+def format_effects(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One Markdown table per env: for each of :data:`EFFECT_METRICS`, ``trained``'s mean [95 % CI] and, against
+    each other condition, ``other mean → diff [95 % CI of the diff], p`` — paired by task and seed when every episode
+    has its partner (:func:`compare_conditions`, pooled over team sizes). A metric one side has no value of (a single
+    agent's consistency, writing's pass rate) is shown as ``—`` with the reason; an undefined test (every pair
+    equal) keeps its difference and interval."""
+    conditions = conditions_of(rows)
+    if REFERENCE not in conditions:
+        return f"(no headline: the log has no `{REFERENCE}` episodes)"
+    others = [c for c in conditions if c != REFERENCE]
+    if "untrained" in others:  # the seeds compare the trained team with prompt-based collaboration first
+        others.insert(0, others.pop(others.index("untrained")))
+    tests = {(r["env"], r["metric"], r["condition_b"]): r for r in compare_conditions(rows)
+             if r["team_size"] == POOLED}
+    means = {(r["env"], r["condition"]): r for r in summarise(rows) if r["team_size"] == POOLED}
+    parts = []
+    for env in envs_of(rows):
+        ours = means.get((env, REFERENCE))
+        if ours is None:
+            continue
+        header = ["metric", f"{REFERENCE} (n = {ours['n']})",
+                  *(f"vs {o} (n = {means[(env, o)]['n'] if (env, o) in means else 0})" for o in others)]
+        lines = [f"{env}:", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for metric in EFFECT_METRICS:
+            if not ours[f"{metric}_n"]:
+                continue
+            cells = [LABELS[metric], _cell_text(ours, metric)]
+            for other in others:
+                cells.append(_effect_text(tests.get((env, metric, other)), metric, other))
+            lines.append("| " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _effect_text(test: Mapping[str, Any] | None, metric: str, other: str) -> str:
+    """``other mean → diff [low, high], p`` for one headline cell."""
+    if test is None:
+        team_only = metric.startswith(("consistency", "duplication", "helper"))
+        return f"— ({'one agent has no teammate' if team_only else 'no values'})"
+    text = (f"{_num(test['mean_b'])} → {test['diff']:+.3f} [{test['diff_ci_low']:+.3f}, {test['diff_ci_high']:+.3f}]"
+            if not math.isnan(test["diff_ci_low"]) else f"{_num(test['mean_b'])} → {test['diff']:+.3f}")
+    if math.isnan(test["p"]):
+        text += ", every pair equal" if test["diff_ci_low"] == test["diff_ci_high"] else f" ({test['note']})"
+    else:
+        text += ", p < 0.001" if test["p"] < 0.001 else f", p = {test['p']:.3f}"
+    return text + (f" {FEW_MARK}" if test["few"] else "")
 
 
 def format_headline(head: Mapping[str, Any]) -> str:
@@ -554,7 +624,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 )
 TESTS_COLUMNS: tuple[str, ...] = (
     "env", "team_size", "metric", "condition_a", "condition_b", "test", "n_a", "n_b", "mean_a", "mean_b", "diff",
-    "t", "dof", "p", "effect_name", "effect_size", "significant", "few", "note",
+    "diff_ci_low", "diff_ci_high", "t", "dof", "p", "effect_name", "effect_size", "significant", "few", "note",
 )
 REGRESSION_COLUMNS: tuple[str, ...] = (
     "env", "condition", "consistency", "n", "alpha", "alpha_ci_low", "alpha_ci_high", "beta", "beta_ci_low",
@@ -588,6 +658,22 @@ def _summary_markdown(summary: Sequence[Mapping[str, Any]], envs: Sequence[str])
             n_text = f"{r['n']} {FEW_MARK}" if _is_few(r["n"]) else str(r["n"])
             cells = [r["condition"], str(r["team_size"]), n_text, *(_cell_text(r, m) for m in metrics)]
             lines.append("| " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _degeneracy_markdown(summary: Sequence[Mapping[str, Any]], envs: Sequence[str]) -> str:
+    """Per env and condition (pooled over sizes), the signs of a degenerate team: duplicated parts, empty parts,
+    actions with no draft, and (coding) whether the helper is load-bearing at all."""
+    parts = []
+    for env in envs:
+        records = [r for r in summary if r["env"] == env and r["team_size"] == POOLED]
+        metrics = [m for m in DEGENERACY_METRICS if any(r[f"{m}_n"] for r in records)]
+        header = ["condition", "n", *(LABELS[m] for m in metrics)]
+        lines = [f"### {env}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in records:
+            lines.append("| " + " | ".join([r["condition"], str(r["n"]), *(_cell_text(r, m) for m in metrics)])
+                         + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
@@ -638,10 +724,14 @@ def _regression_markdown(fits: Sequence[Mapping[str, Any]]) -> str:
 
 
 HOW_TO_READ = f"""\
-- **Headline.** Each cell is `{REFERENCE}` against one other condition, pooled over envs and team sizes (only the
-  env × team-size cells both ran). Turns: `baseline / trained` ("x fewer"). Consistency columns: relative change
-  `(trained − baseline) / baseline`. Rates: relative change and, in brackets, percentage points (pp) — the seeds'
-  "+21.7 %" does not say which. The seeds' consistency is MiniLM similarity between agents' outputs
+- **Headline.** Per env, `{REFERENCE}`'s mean [95 % CI] and, against each other condition, that condition's mean
+  → the difference `{REFERENCE} − other` [its 95 % CI], p: paired by task and seed (the same episodes played under
+  both conditions) when every episode has its partner, else Welch. "every pair equal": the difference is the same
+  in every pair (e.g. both pass no test), so no test applies.
+- **Against the seeds' figures.** Each cell is `{REFERENCE}` against one other condition, pooled over envs and team
+  sizes (only the env × team-size cells both ran). Turns: `baseline / trained` ("x fewer"). Consistency columns:
+  relative change `(trained − baseline) / baseline`. Rates: relative change and, in brackets, percentage points
+  (pp) — the seeds' "+21.7 %" does not say which. The seeds' consistency is MiniLM similarity between agents' outputs
   (`consistency_similarity`); similarity rewards resemblance, so read it next to `consistency_contribution` (the
   env's counterfactual credit) and `duplication` (near-identical parts): a similarity gain that comes with more
   duplication and no contribution gain was won by copying, not by coordinating.
@@ -658,6 +748,9 @@ HOW_TO_READ = f"""\
   the fitted episodes, so β is the change in normalised turns across the observed consistency range (negative:
   more consistent teams finish in fewer turns) and α the normalised turns at the lowest consistency. Pooled-env
   rows mix the envs' turn budgets; read the per-env rows first.
+- **Degenerate strategies?** What a team that gamed the reward would show: near-identical parts (`duplication`),
+  agents with an empty final part, actions that carry only messages or `<done/>`, and (coding) a helper no test
+  depends on. Read trained against untrained.
 - **{FEW_MARK}** marks a figure resting on fewer than {FEW_EPISODES} episodes (per side for tests): its interval is
   wide and its test has little power, so do not read much into it."""
 
@@ -794,13 +887,21 @@ def _write_report(out_dir: Path, log: LogContents) -> Path:
         + (f" {'; '.join(dropped)}." if dropped else ""),
         *(["", *warnings_md] if warnings_md else []),
         "",
-        "## Headline",
+        "## Headline: trained against each condition (difference [95 % CI], p)",
+        "",
+        format_effects(rows),
+        "",
+        "## Against the seeds' figures (relative changes, pooled over envs and team sizes)",
         "",
         format_headline(head),
         "",
         "Means behind the changes (episodes in parentheses):",
         "",
         _headline_means_table(head),
+        "",
+        "## Degenerate strategies? (mean [95 % CI] per condition)",
+        "",
+        _degeneracy_markdown(summary, envs),
         "",
         "## How to read this",
         "",
@@ -859,10 +960,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     head = headline(log.rows)
+    print(format_effects(log.rows))
+    print("\nAgainst the seeds' figures:\n")
     print(format_headline(head))
     if args.json is not None:
+        effects = [r for r in compare_conditions(log.rows) if r["team_size"] == POOLED]
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(head, indent=2, default=str) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({**head, "effects": effects}, indent=2, default=str) + "\n", encoding="utf-8")
     skipped = f" ({log.malformed} malformed line(s) skipped)" if log.malformed else ""
     print(f"\nreport: {path}{skipped}")
     return 0

@@ -106,7 +106,7 @@ def mean_ci(values: Sequence[float | bool | None], confidence: float = 0.95) -> 
     if n == 1:
         return MeanCI(1, mean, NAN, NAN, NAN, confidence)
     sd = float(np.std(xs, ddof=1))
-    half = float(sps.t.ppf((1.0 + confidence) / 2.0, n - 1)) * sd / math.sqrt(n)
+    half = _t_quantile(n - 1, confidence) * sd / math.sqrt(n)
     return MeanCI(n, mean, sd, mean - half, mean + half, confidence)
 
 
@@ -132,6 +132,10 @@ class Comparison:
     effect_size: float
     effect_name: str  # "d_z" or "d"
     note: str = ""
+    diff_ci_low: float = NAN
+    """Lower end of the 95 % t interval of ``diff`` (paired: ``d̄ ± t_{n−1} s_d/√n``; Welch: ``± t_dof·SE``); equal to
+    ``diff`` when every difference is the same (zero variance), NaN with fewer than two values."""
+    diff_ci_high: float = NAN
 
     def significant(self, alpha: float = 0.05) -> bool | None:
         """``p < alpha``, or ``None`` when the test is undefined (NaN p): unknown is not "not significant"."""
@@ -189,10 +193,12 @@ def compare(a: Sequence[float | bool | None], b: Sequence[float | bool | None], 
         sd = float(diffs.std(ddof=1))
         if _negligible(sd, xs + ys):
             return Comparison("paired t", n, n, mean_a, mean_b, diff, NAN, NAN, float(n - 1), NAN, "d_z",
-                              "zero variance of the pairwise differences: t and d_z undefined")
+                              "zero variance of the pairwise differences: t and d_z undefined", diff, diff)
         t = diff / (sd / math.sqrt(n))
         dof = float(n - 1)
-        return Comparison("paired t", n, n, mean_a, mean_b, diff, t, _two_sided_p(t, dof), dof, diff / sd, "d_z")
+        half = _t_quantile(dof) * sd / math.sqrt(n)
+        return Comparison("paired t", n, n, mean_a, mean_b, diff, t, _two_sided_p(t, dof), dof, diff / sd, "d_z",
+                          "", diff - half, diff + half)
 
     xs, ys = present(a), present(b)
     n_a, n_b = len(xs), len(ys)
@@ -207,11 +213,18 @@ def compare(a: Sequence[float | bool | None], b: Sequence[float | bool | None], 
     se2_a, se2_b = var_a / n_a, var_b / n_b
     if _negligible(math.sqrt(var_a), xs) and _negligible(math.sqrt(var_b), ys):
         return Comparison("Welch t", n_a, n_b, mean_a, mean_b, diff, NAN, NAN, NAN, NAN, "d",
-                          "zero variance in both groups: t and d undefined")
+                          "zero variance in both groups: t and d undefined", diff, diff)
     t = diff / math.sqrt(se2_a + se2_b)
     dof = (se2_a + se2_b) ** 2 / (se2_a**2 / (n_a - 1) + se2_b**2 / (n_b - 1))
     pooled_sd = math.sqrt(((n_a - 1) * var_a + (n_b - 1) * var_b) / (n_a + n_b - 2))
-    return Comparison("Welch t", n_a, n_b, mean_a, mean_b, diff, t, _two_sided_p(t, dof), dof, diff / pooled_sd, "d")
+    half = _t_quantile(dof) * math.sqrt(se2_a + se2_b)
+    return Comparison("Welch t", n_a, n_b, mean_a, mean_b, diff, t, _two_sided_p(t, dof), dof, diff / pooled_sd, "d",
+                      "", diff - half, diff + half)
+
+
+def _t_quantile(dof: float, confidence: float = 0.95) -> float:
+    """The two-sided ``confidence`` quantile of Student's t with ``dof`` degrees of freedom."""
+    return float(sps.t.ppf(0.5 + confidence / 2, dof))
 
 
 def min_max_normalise(values: Sequence[float]) -> list[float]:

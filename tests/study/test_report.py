@@ -64,6 +64,10 @@ def episode(condition: str, env: str, size: int, t: int, s: int) -> dict[str, An
         "consistency_similarity": sim,
         "consistency_contribution": contrib,
         "duplication": dup,
+        "empty_parts": 0.0 if condition == "trained" else 0.5 * parity,
+        "protocol_only_actions": 0.1 * s,
+        "helper_load_bearing": (1.0 if condition == "trained" else float(t == 0))
+        if env == "coding" and condition != "single" else None,
         "end_reason": "done",
         "wall_time_s": 0.1,
         "texts": {"agent_0": "draft"},
@@ -332,6 +336,39 @@ def test_headline_by_hand() -> None:
     assert table.index("similarity") < table.index("contribution") < table.index("duplication")
 
 
+def test_the_printed_headline_is_differences_with_cis_and_p_per_env() -> None:
+    rows = synthetic_rows()
+    text = report.format_effects(rows)
+    assert "writing:" in text and "coding:" in text and "n/a" not in text
+    # Team return, writing, trained vs untrained, paired over 2 sizes x 3 tasks x 2 seeds: d = 0.5 − 0.05·s.
+    diffs = [0.5 - 0.05 * s for _size in SIZES for _t in range(3) for s in SEEDS]
+    mean, sd = float(np.mean(diffs)), float(np.std(diffs, ddof=1))
+    half = sps.t.ppf(0.975, len(diffs) - 1) * sd / math.sqrt(len(diffs))
+    p = 2 * sps.t.sf(abs(mean / (sd / math.sqrt(len(diffs)))), len(diffs) - 1)
+    writing = text.split("coding:")[0]
+    line = next(row for row in writing.splitlines() if row.startswith("| team return"))
+    untrained_mean = float(np.mean([0.5 + 0.1 * t for _size in SIZES for t in range(3) for _s in SEEDS]))
+    assert f"{untrained_mean:.3f} → {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}], p " in line
+    assert p < 0.001 and "p < 0.001" in line
+    # A single agent has no consistency: a dash with the reason, not a number against 0.
+    line = next(row for row in writing.splitlines() if row.startswith("| consistency: contribution"))
+    assert "— (one agent has no teammate)" in line
+    # Every pair differing by the same amount: the difference and its (zero-width) interval, no p.
+    equal = [{**r, "quality": 0.9 if r["condition"] == "trained" else 0.7} for r in rows
+             if r["condition"] != "single"]
+    line = next(row for row in report.format_effects(equal).splitlines() if row.startswith("| quality"))
+    assert "0.700 → +0.200 [+0.200, +0.200], every pair equal" in line
+
+
+def test_the_degeneracy_table_compares_trained_with_untrained(built: Path) -> None:
+    md = (built / "report.md").read_text(encoding="utf-8")
+    section = md.split("## Degenerate strategies?")[1].split("## How to read this")[0]
+    coding = section.split("### coding")[1]
+    assert "helper load-bearing" in coding and "helper load-bearing" not in section.split("### coding")[0]
+    trained = next(row for row in coding.splitlines() if row.startswith("| trained"))
+    assert "| 12 | " in trained and "1.000 [1.000, 1.000]" in trained  # every trained coding helper bears load
+
+
 def test_only_writing_one_size_and_a_missing_condition(tmp_path: Path) -> None:
     # Only writing (pass rate all None), only team size 2, no untrained condition.
     rows = [
@@ -380,7 +417,10 @@ def test_zero_variance_comparison_is_reported_as_undefined(tmp_path: Path) -> No
 def test_print_headline_and_mixed_configurations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = synthetic_rows()
     report.print_headline(rows)
-    assert "3.00x fewer" in capsys.readouterr().out  # 9.0 / 3.0, see test_headline_by_hand
+    printed = capsys.readouterr().out
+    # Turns differ by exactly −6 in every pair (trained 2, untrained 8, + parity + size − 2): see synthetic rows.
+    assert "| turns per episode (latency) | 3.000 [" in printed and "9.000 → -6.000 [-6.000, -6.000], every pair " \
+        "equal" in printed
     mixed = [{**r, "config_hash": "other"} if r["condition"] == "single" else r for r in rows]
     mixed = [{**r, "similarity_backend": "tfidf"} for r in mixed]
     md = report.build_report(tmp_path, rows=mixed).read_text(encoding="utf-8")

@@ -1,0 +1,107 @@
+"""Trained teams as users get them: a run's learning curve (with the untrained team's reference line), shipping the
+team into the package (float16 adapters, metrics, curve, recipe), and the shipped teams loading by name."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from baselines.policies.adapters import AdapterTeamPolicy, load_team_manifest
+from baselines.teams import BUILTIN, builtin_team_dir, builtin_teams, ship_team
+from benchmarks import cli
+from benchmarks.teams import curve_figures, running_mean
+from llm_marl_envs.registry import make_env
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
+    """A real 3-step MAGRPO run of the tiny model on the writing env (a team directory with metrics)."""
+    out = tmp_path_factory.mktemp("teams") / "run"
+    status = cli.main(["train", "--env", "writing", "--num-agents", "2", "--model", str(model_dir), "--steps", "3",
+                       "--num-generations", "2", "--max-completion-length", "6", "--report-to", "none",
+                       "--no-estimate", "--output", str(out), "--config", str(_yaml(out.parent))])
+    assert status == 0
+    return out
+
+
+def _yaml(folder: Path) -> Path:
+    path = folder / "cfg.yaml"
+    path.write_text("env_kwargs: {similarity: tfidf, max_turns: 1, split: train}\ndtype: float32\n", encoding="utf-8")
+    return path
+
+
+def test_the_curve_reads_metrics_and_the_untrained_reference(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["teams", "untrained", str(run_dir), "--steps", "2"]) == 0
+    untrained = [json.loads(line) for line in (run_dir / "untrained.jsonl").read_text().splitlines()]
+    trained = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in untrained] == [1, 2]
+    # Step 1 of the run sampled from the untrained team too, on the same task with the same sampling stream.
+    assert untrained[0]["reward"] == pytest.approx(trained[0]["reward"])
+    assert cli.main(["teams", "curve", str(run_dir), "--window", "2"]) == 0
+    out = capsys.readouterr().out
+    figures = curve_figures(run_dir, window=2)
+    assert figures["steps"] == [1, 2, 3] and figures["untrained"]["steps"] == 2
+    assert figures["untrained"]["mean"] == pytest.approx(sum(r["reward"] for r in untrained) / 2)
+    assert figures["running_mean"][-1] == pytest.approx((trained[1]["reward"] + trained[2]["reward"]) / 2)
+    assert f"vs the untrained team's {figures['untrained']['mean']:.3f}" in out
+    png = run_dir / "curve.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_running_mean_by_hand() -> None:
+    assert running_mean([1.0, 3.0, math.nan, 5.0], window=2) == [1.0, 2.0, 3.0, 5.0]
+
+
+def test_a_curve_without_steps_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(SystemExit, match="no steps logged yet"):
+        cli.main(["teams", "curve", str(tmp_path)])
+    with pytest.raises(SystemExit, match="no such file"):
+        cli.main(["teams", "curve", str(tmp_path / "missing")])
+
+
+def test_shipping_writes_a_float16_team_that_loads_and_plays(run_dir: Path, tmp_path: Path) -> None:
+    recipe = ROOT / "recipes" / "writing-2.yaml"
+    target = ship_team(run_dir, tmp_path / "writing-2", recipe)
+    manifest = load_team_manifest(target)
+    assert manifest.env_name == "writing" and "split" not in manifest.env_kwargs  # where to play is the caller's
+    assert (target / "recipe.yaml").read_text() == recipe.read_text()
+    assert (target / "metrics.jsonl").read_text() == (run_dir / "metrics.jsonl").read_text()
+    for role, folder in manifest.roles.items():
+        shipped = load_file(str(target / folder / "adapter_model.safetensors"))
+        original = load_file(str(run_dir / folder / "adapter_model.safetensors"))
+        assert shipped.keys() == original.keys() and all(t.dtype == torch.float16 for t in shipped.values())
+        assert all(torch.allclose(shipped[k].float(), original[k], atol=1e-3, rtol=1e-3) for k in original), role
+    policy = AdapterTeamPolicy(target, dtype="float32")
+    assert policy.roles == list(make_env("writing", num_agents=2, similarity="tfidf").possible_agents)
+    with pytest.raises(SystemExit, match="expected a team.json manifest"):
+        cli.main(["teams", "ship", str(tmp_path / "nothing"), "--to", str(tmp_path / "x")])
+
+
+def test_the_shipped_teams_are_complete() -> None:
+    teams = builtin_teams()
+    assert {("writing", 2), ("coding", 2)} <= set(teams)
+    for (env, size), folder in teams.items():
+        manifest = load_team_manifest(folder)
+        agents = make_env(env, num_agents=size, similarity="tfidf", executor="local").possible_agents
+        assert list(manifest.roles) == list(agents) and manifest.base_model == "SmolLM2-135M-Instruct"
+        for name in ("metrics.jsonl", "untrained.jsonl", "curve.png", "recipe.yaml"):
+            assert (folder / name).is_file(), f"{folder.name} lacks {name}"
+        for adapter in manifest.roles.values():
+            weights = folder / adapter / "adapter_model.safetensors"
+            assert all(t.dtype == torch.float16 for t in load_file(str(weights)).values())
+            assert weights.stat().st_size < 2_000_000
+        assert builtin_team_dir(f"{env}_v0", size) == folder
+    with pytest.raises(ValueError, match=r"no shipped team for coding with 4 agents; shipped: .*coding with 2 agents"):
+        builtin_team_dir("coding", 4)
+    with pytest.raises(ValueError, match="env: expected one of"):
+        builtin_team_dir("chess", 2)
+    assert BUILTIN == "builtin"
