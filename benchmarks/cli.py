@@ -19,15 +19,17 @@ _SUBCOMMANDS: tuple[str, ...] = (
     "benchmarks.bench",
     "benchmarks.train",
     "benchmarks.teams",
+    "benchmarks.interop",
 )
 DESCRIPTION = """Collaborative LLM agents as Dec-POMDPs (PettingZoo envs writing_v0 and coding_v0).
 
 `demo` runs a few real episodes with a policy (or a trained team: --adapters DIR, or the shipped one: --adapters
 builtin), `sandbox` builds, checks and cleans the Docker unit-test sandbox, `train` trains a team with MAGRPO (its plan,
 a measured step-time estimate, checkpoints, exact resume), `teams` lists the shipped teams, draws learning curves and
-ships a trained run into the package, `bench` runs the
-benchmarks — among them `bench study`, the 6,000-episode study (trained team vs single agent vs untrained team), and
-`bench report DIR`, which rebuilds a study's report. The envs themselves are a Python API (see README.md)."""
+ships a trained run into the package, `interop` runs a peer library's own trainer (CoMLRL, TorchRL) on one of our
+envs, `bench` runs the benchmarks — among them `bench study`, the 6,000-episode study (trained team vs single agent
+vs untrained team), and `bench report DIR`, which rebuilds a study's report. The envs themselves are a Python API
+(see README.md)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

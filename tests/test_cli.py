@@ -23,7 +23,7 @@ def test_top_level_help_names_only_commands_that_exist(capsys: pytest.CaptureFix
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    assert set(commands) >= {"demo", "sandbox", "bench", "train", "teams"}
+    assert set(commands) == {"demo", "sandbox", "bench", "train", "teams", "interop"}
     for command in commands:
         assert f"`{command}`" in text  # the description says what each one does
     assert "`bench study`" in text and "`bench report DIR`" in text
@@ -149,5 +149,13 @@ def test_train_progress_shows_reward_zero_std_groups_step_time_and_eta() -> None
     assert first.startswith("[train] step 3: reward 0.250 ± 0.100, zero-std groups 25%, loss 0.5000, 1.5 s · "
                             "3/5 steps, ")
     assert "ETA" in first and "skipped: non-finite loss" in second and "4/5 steps" in second
+    # A resumed run's pace counts only the steps this process ran (from step 2 here), not the ones before it.
+    from benchmarks.progress import Progress
+
+    now = [0.0]
+    resumed = Progress(10, "step", initial=4, stream=io.StringIO(), live=False, clock=lambda: now[0])
+    now[0] = 60.0
+    resumed.advance(1)
+    assert resumed.eta_s() == pytest.approx(60.0 * 5)  # 60 s for its 1 step, 5 steps left
 
 

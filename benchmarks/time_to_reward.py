@@ -1,0 +1,539 @@
+"""Time to reward: our MAGRPO trainer against CoMLRL's ``MAGRPOTrainer``, held-out team return against wall time.
+
+Both train the same team on the same env with the same model (the offline default SmolLM2-135M-Instruct, float32),
+the same LoRA (rank 8, alpha 16 on ``q_proj``/``v_proj``: CoMLRL gets our adapter through
+:func:`trainers.comlrl_adapter.magrpo_trainer`; ``--peer-finetuning full`` gives it its own default, full fine-tuning),
+the same G, new tokens, turns, learning rate, sampling (temperature 1, top-p 1), the same tasks in the same order
+(step ``s`` plays the task ``env.reset(seed=seed·1000003 + s)`` draws) and the same seed, one after the other on the
+same machine, each in a fresh interpreter. Every ``K`` steps (and before the first) training pauses and the team
+plays ``E`` held-out tasks (``split="eval"``, seeds ``0..E-1``) greedily, the same way for both (the rollout runner,
+one batched ``generate`` per turn); evaluation time is left out of the training wall time.
+
+The report: each trainer's held-out return against training wall time, the level ``L`` = CoMLRL's final held-out
+return, the wall time each needs to first reach ``L`` and their ratio (target: ours ≤ 0.5 × CoMLRL's), the held-out
+returns at equal wall time, and where the time goes (set-up, generation, update, evaluation)::
+
+    python -m benchmarks.time_to_reward --steps 30 --eval-every 5 --eval-tasks 24 --json R.json --plot R.png
+    python -m benchmarks.time_to_reward --steps 2 --eval-every 1 --eval-tasks 2 --group-size 2 --max-new-tokens 16
+
+Every run prints its plan and an estimate first, then one progress line per step and per evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FRAMEWORKS: tuple[str, ...] = ("ours", "comlrl")
+TARGET_RATIO = 0.5
+"""Ours should reach CoMLRL's final held-out return in at most this share of the wall time CoMLRL needs."""
+# Step times measured on these 2 cores (benchmarks/trainer_step.py, README "Figures measured"): N = 2, G = 4,
+# 64 new tokens, ~600-token prompts, fp32: ours 35.8 s, CoMLRL with our LoRA 37.5 s (full fine-tuning 57.6 s).
+REFERENCE_STEP_S: dict[str, float] = {"ours": 35.8, "comlrl_lora": 37.5, "comlrl_full": 57.6}
+REFERENCE_COMPLETION_TOKENS = 2 * 4 * 64
+EVAL_FIXED_S = 8.0
+"""Seconds an evaluation costs besides its episodes (envs, reading the prompts): measured 10-13 s for 2 tasks at 16
+tokens on these cores."""
+EVAL_EPISODE_S = 2.4
+"""Seconds per held-out episode at 64 new tokens, one turn, 2 agents (the study's 25 episodes a minute)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_reward", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="writing", help="env name (default writing)")
+    parser.add_argument("--num-agents", type=int, default=2, help="team size (default 2)")
+    parser.add_argument("--steps", type=int, default=30, help="optimisation steps of each trainer (default 30)")
+    parser.add_argument("--eval-every", type=int, default=5, metavar="K", help="evaluate every K steps (default 5)")
+    parser.add_argument("--eval-tasks", type=int, default=24, metavar="E",
+                        help="held-out tasks per evaluation (default 24)")
+    parser.add_argument("--group-size", type=int, default=4, help="G (default 4)")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="new tokens per completion (default 64)")
+    parser.add_argument("--turns", type=int, default=1, help="turns per episode (default 1)")
+    parser.add_argument("--learning-rate", type=float, default=5e-4, help="AdamW learning rate (default 5e-4)")
+    parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    parser.add_argument("--similarity", default="tfidf", choices=("tfidf", "minilm", "auto"),
+                        help="the env's similarity backend (default tfidf)")
+    parser.add_argument("--executor", default="auto", choices=("auto", "docker", "local"), help="coding's sandbox")
+    parser.add_argument("--peer-finetuning", default="lora", choices=("lora", "full"),
+                        help="CoMLRL's trainable parameters: our LoRA (default) or full fine-tuning (its default)")
+    parser.add_argument("--only", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS),
+                        help="run only these trainers (the comparison needs both)")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write settings, curves and figures here")
+    parser.add_argument("--plot", default=None, metavar="PATH", help="draw held-out return against wall time here")
+    parser.add_argument("--workdir", default=None, help="where children write (default: a temporary folder)")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The race's settings, as the children read them."""
+    from llm_marl_envs.registry import env_spec
+
+    env = env_spec(args.env).name
+    env_kwargs: dict[str, Any] = {"max_turns": args.turns, "similarity": args.similarity}
+    if env == "coding":
+        env_kwargs["executor"] = args.executor
+    return {"env": env, "num_agents": args.num_agents, "steps": args.steps, "eval_every": args.eval_every,
+            "eval_tasks": args.eval_tasks, "group_size": args.group_size, "max_new_tokens": args.max_new_tokens,
+            "turns": args.turns, "learning_rate": args.learning_rate, "seed": args.seed, "env_kwargs": env_kwargs,
+            "peer_finetuning": args.peer_finetuning, "lora_r": 8, "lora_alpha": 16, "temperature": 1.0,
+            "top_p": 1.0, "dtype": "float32",
+            "train_seeds": [args.seed * 1_000_003 + step for step in range(args.steps)],
+            "eval_seeds": list(range(args.eval_tasks))}
+
+
+def check(args: argparse.Namespace) -> None:
+    """Bad settings fail here, before anything loads: positive counts, a known env that takes the team size."""
+    from llm_marl_envs.registry import make_env
+
+    for name in ("num_agents", "steps", "eval_every", "eval_tasks", "max_new_tokens", "turns"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')}: expected an int >= 1, got {getattr(args, name)}")
+    if args.group_size < 2:
+        raise SystemExit(f"--group-size: expected >= 2 (a group baseline needs two samples), got {args.group_size}")
+    try:
+        settings = settings_of(args)
+        env = make_env(settings["env"], num_agents=args.num_agents, **settings["env_kwargs"])
+        held_out = len(env.task_source.ids("eval"))
+        env.close()
+    except (TypeError, ValueError, KeyError) as error:
+        raise SystemExit(f"time_to_reward: {error}") from None
+    if args.eval_tasks > held_out:
+        raise SystemExit(f"--eval-tasks: the {settings['env']} env has {held_out} held-out tasks, got "
+                         f"{args.eval_tasks}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The plan and its estimate
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def estimate(settings: dict[str, Any], frameworks: Sequence[str]) -> dict[str, float]:
+    """Seconds each part should take, scaled from step times measured on these 2 cores (:data:`REFERENCE_STEP_S`):
+    linear in the completion tokens of a step (N·G per node, times the aligned tree's nodes), evaluation from
+    :data:`EVAL_FIXED_S` and :data:`EVAL_EPISODE_S`."""
+    tokens = settings["num_agents"] * settings["group_size"] * settings["max_new_tokens"]
+    tree = sum(settings["group_size"] ** t for t in range(settings["turns"]))  # aligned tree nodes per episode
+    scale = max(0.25, tokens * tree / REFERENCE_COMPLETION_TOKENS)
+    evaluations = settings["steps"] // settings["eval_every"] + 1 + (settings["steps"] % settings["eval_every"] > 0)
+    episode_s = EVAL_EPISODE_S * settings["num_agents"] / 2 * (0.3 + 0.7 * settings["max_new_tokens"] / 64)
+    evaluation_s = settings["turns"] * (EVAL_FIXED_S + settings["eval_tasks"] * episode_s)
+    out = {}
+    for framework in frameworks:
+        key = "ours" if framework == "ours" else f"comlrl_{settings['peer_finetuning']}"
+        out[f"{framework}_train_s"] = REFERENCE_STEP_S[key] * scale * settings["steps"]
+        out[f"{framework}_eval_s"] = evaluations * evaluation_s
+        out[f"{framework}_setup_s"] = 20.0  # a fresh interpreter: imports, the model from its cache, the envs
+    out["total_s"] = sum(out.values())
+    return out
+
+
+def print_plan(settings: dict[str, Any], frameworks: Sequence[str]) -> None:
+    """What will run, and for how long."""
+    from benchmarks.progress import duration
+
+    guess = estimate(settings, frameworks)
+    print(f"[race] {' then '.join(frameworks)} on {settings['env']} ({settings['num_agents']} agents, "
+          f"{settings['turns']} turn(s)), default model fp32, G = {settings['group_size']}, "
+          f"{settings['max_new_tokens']} new tokens, lr {settings['learning_rate']:g}, {settings['steps']} steps each; "
+          f"held-out return over {settings['eval_tasks']} eval tasks every {settings['eval_every']} steps (greedy); "
+          f"CoMLRL fine-tunes {'our LoRA' if settings['peer_finetuning'] == 'lora' else 'full models'}", flush=True)
+    parts = ", ".join(f"{f}: train {duration(guess[f'{f}_train_s'])} + eval {duration(guess[f'{f}_eval_s'])}"
+                      for f in frameworks)
+    print(f"[race] estimate ≈ {duration(guess['total_s'])} in all ({parts}; from step times measured on these 2 "
+          f"cores, scaled to this step's completion tokens)", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Children: one trainer each, in a fresh interpreter
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class _Curve:
+    """Training wall time (evaluations left out), per-step rows and the held-out curve of one trainer."""
+
+    def __init__(self, framework: str, settings: dict[str, Any], tag: str) -> None:
+        from benchmarks.progress import Progress
+
+        self.framework, self.settings = framework, settings
+        self.points: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+        self.eval_s = 0.0
+        self.progress = Progress(settings["steps"], "step", tag=tag)
+
+    def evaluate(self, policy: Any, step: int, wall: float) -> None:
+        """Play the held-out tasks with ``policy`` and add a point at ``(step, wall)``."""
+        started = time.perf_counter()
+        returns, quality = held_out_returns(policy, self.settings)
+        seconds = time.perf_counter() - started
+        self.eval_s += seconds
+        mean = sum(returns) / len(returns)
+        self.points.append({"step": step, "wall_time": wall, "eval_return": mean, "eval_quality": quality,
+                            "eval_returns": returns, "eval_s": seconds})
+        self.progress.write(f"[{self.progress.tag}] held-out return {mean:.4f} (quality {quality:.3f}) at step "
+                            f"{step}, {wall:.1f} s of training; {len(returns)} tasks in {seconds:.1f} s")
+
+    def step(self, step: int, wall: float, step_time: float, generation_time: float, reward: float) -> None:
+        """Record one training step and print its line."""
+        self.steps.append({"step": step, "wall_time": wall, "step_time": step_time,
+                           "generation_time": generation_time, "train_reward": reward})
+        self.progress.advance(1, event=f"step {step}",
+                              detail=f": train reward {reward:.4f}, step {step_time:.1f} s "
+                                     f"(generation {generation_time:.1f} s), {wall:.1f} s of training")
+
+    def due(self, step: int) -> bool:
+        """Whether an evaluation follows step ``step``."""
+        return step % self.settings["eval_every"] == 0 or step == self.settings["steps"]
+
+
+def held_out_returns(policy: Any, settings: dict[str, Any]) -> tuple[list[float], float]:
+    """Team returns of the held-out tasks (seeds ``eval_seeds`` of the eval split) with ``policy`` (a rollout-runner
+    policy), and the mean final quality."""
+    import torch
+
+    from llm_marl_envs.registry import make_env
+    from llm_marl_envs.rollout import run_episodes
+
+    envs = [make_env(settings["env"], num_agents=settings["num_agents"], **settings["env_kwargs"])
+            for _ in settings["eval_seeds"]]
+    try:
+        with torch.no_grad():
+            trajectories = run_episodes(envs, policy, seeds=settings["eval_seeds"], options={"split": "eval"})
+    finally:
+        for env in envs:
+            env.close()
+    returns = [float(t.team_return) for t in trajectories]
+    qualities = [float(t.final_info.get("reward_components", {}).get("quality") or 0.0) for t in trajectories]
+    return returns, sum(qualities) / len(qualities)
+
+
+def _greedy(settings: dict[str, Any]) -> Any:
+    from baselines.policies.base import GenerationSettings
+
+    return GenerationSettings(temperature=0.0, top_p=1.0, max_new_tokens=settings["max_new_tokens"], seed=0)
+
+
+def run_ours(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """Our trainer (:class:`trainers.magrpo.MAGRPOTrainer`), evaluated through its own team model."""
+    from trainers.config import TrainerConfig
+    from trainers.magrpo import MAGRPOTrainer
+
+    started = time.perf_counter()
+    config = TrainerConfig(
+        env=settings["env"], num_agents=settings["num_agents"], env_kwargs=settings["env_kwargs"], model="default",
+        dtype=settings["dtype"], num_generations=settings["group_size"], joint_mode="aligned", envs_per_step=1,
+        max_completion_length=settings["max_new_tokens"], temperature=settings["temperature"],
+        top_p=settings["top_p"], loss_type="magrpo", learning_rate=settings["learning_rate"],
+        lora_r=settings["lora_r"], lora_alpha=settings["lora_alpha"], steps=settings["steps"], seed=settings["seed"],
+        output_dir=str(workdir / "ours"), save_steps=settings["steps"], report_to="none")
+    trainer = MAGRPOTrainer(config)
+    setup_s = time.perf_counter() - started
+    curve = _Curve("ours", settings, "race ours")
+    policy = trainer.team.as_rollout_policy(_greedy(settings), logprobs=False)
+
+    def evaluate(step: int, wall: float) -> None:
+        trainer.team.eval()
+        curve.evaluate(policy, step, wall)
+
+    evaluate(0, 0.0)
+    excluded = 0.0
+    begin = time.perf_counter()
+
+    def on_step(row: dict[str, Any]) -> None:
+        nonlocal excluded
+        now = time.perf_counter()
+        wall = now - begin - excluded
+        curve.step(row["step"], wall, row["step_time"], row["generation_time"], row["reward"])
+        if curve.due(row["step"]):
+            evaluate(row["step"], wall)
+        excluded += time.perf_counter() - now
+
+    trainer.train(on_step=on_step)
+    return {"setup_s": setup_s, "points": curve.points, "steps": curve.steps, "eval_s": curve.eval_s,
+            "total_s": time.perf_counter() - started}
+
+
+def _agent_models_policy(agents: Sequence[Any], roles: Sequence[str], tokenizer: Any, settings: dict[str, Any]) -> Any:
+    """CoMLRL's per-agent models as a rollout-runner policy: each role's requests are generated by its own model
+    (baselines.policies.local.generate_actions, the local policy's batched path)."""
+    from baselines.models import LoadedModel
+    from baselines.policies.base import Policy
+    from baselines.policies.local import generate_actions
+
+    by_role = dict(zip(roles, agents, strict=True))
+
+    class AgentModels(Policy):
+        name = "comlrl-agents"
+
+        def _act(self, requests: list[Any], generation: Any) -> list[str]:
+            out: list[str | None] = [None] * len(requests)
+            for role, model in by_role.items():
+                rows = [i for i, r in enumerate(requests) if r.agent == role]
+                if not rows:
+                    continue
+                loaded = LoadedModel(model=model, tokenizer=tokenizer, source="comlrl", dtype="float32", device="cpu")
+                for row, text in zip(rows, generate_actions(loaded, [requests[i] for i in rows], generation,
+                                                            model=model), strict=True):
+                    out[row] = text
+            return [text or "" for text in out]
+
+    return AgentModels().as_rollout_policy(_greedy(settings), records=False)
+
+
+def run_comlrl(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """CoMLRL's own ``MAGRPOTrainer.train()`` (:func:`trainers.comlrl_adapter.train_magrpo`), evaluated per agent."""
+    import torch
+
+    from trainers.comlrl_adapter import import_comlrl, magrpo_trainer, train_magrpo
+
+    started = time.perf_counter()
+    torch.manual_seed(settings["seed"])
+    MAGRPOConfig, _ = import_comlrl()
+    args = MAGRPOConfig(num_agents=settings["num_agents"], num_turns=settings["turns"],
+                        num_generations=settings["group_size"], max_new_tokens=settings["max_new_tokens"],
+                        num_train_epochs=1, eval_interval=0, early_termination_threshold=None,
+                        rollout_buffer_size=1, temperature=settings["temperature"], top_p=settings["top_p"],
+                        top_k=None, agent_learning_rate=settings["learning_rate"], joint_mode="aligned")
+    env_kwargs = {k: v for k, v in settings["env_kwargs"].items() if k != "max_turns"}
+    trainer = magrpo_trainer(settings["env"], settings["num_agents"], args=args, seeds=settings["train_seeds"],
+                             peft_config="default" if settings["peer_finetuning"] == "lora" else None,
+                             dtype=settings["dtype"], **env_kwargs)
+    trainer.verbose = False
+    setup_s = time.perf_counter() - started
+    curve = _Curve("comlrl", settings, "race comlrl")
+    policy = _agent_models_policy(trainer.agents, trainer.bridge.agents, trainer.tokenizer, settings)
+
+    def evaluate(step: int, wall: float) -> None:
+        for agent in trainer.agents:
+            agent.eval()
+        try:
+            curve.evaluate(policy, step, wall)
+        finally:
+            for agent in trainer.agents:  # CoMLRL trains with its agents in train mode (MAGRPOTrainer.train)
+                agent.train()
+
+    evaluate(0, 0.0)
+
+    def on_step(row: Any) -> None:  # train_magrpo leaves this callback out of the wall time
+        curve.step(row.step, row.wall_time, row.step_time, row.generation_time, row.peer_reward)
+        if curve.due(row.step):
+            evaluate(row.step, row.wall_time)
+
+    try:
+        train_magrpo(trainer, on_step=on_step, replay=False)
+    finally:
+        trainer.bridge.close()
+    return {"setup_s": setup_s, "points": curve.points, "steps": curve.steps, "eval_s": curve.eval_s,
+            "total_s": time.perf_counter() - started}
+
+
+RUNNERS = {"ours": run_ours, "comlrl": run_comlrl}
+
+
+def run_child(framework: str, spec_path: Path) -> None:
+    """One trainer's race (the parent's spec in, its result JSON out)."""
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    result = RUNNERS[framework](spec["settings"], Path(spec["workdir"]))
+    Path(spec["out"]).write_text(json.dumps(result), encoding="utf-8")
+
+
+def run_framework(framework: str, settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """Run one trainer in a fresh interpreter, streaming its progress lines; its result (or ``error``)."""
+    spec_path, out_path = workdir / f"{framework}.spec.json", workdir / f"{framework}.out.json"
+    spec_path.write_text(json.dumps({"settings": settings, "workdir": str(workdir), "out": str(out_path)}),
+                         encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "benchmarks.time_to_reward", "--child", framework, str(spec_path)]
+    tail: list[str] = []
+    with subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("[race"):
+                print(line, end="", flush=True)
+            tail = [*tail, line][-40:]
+    if process.returncode != 0 or not out_path.is_file():
+        return {"error": f"exit status {process.returncode}; output tail:\n{''.join(tail)}"}
+    return json.loads(out_path.read_text(encoding="utf-8"))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The comparison
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def first_reach(points: Sequence[dict[str, Any]], level: float) -> dict[str, Any] | None:
+    """The first evaluation point whose held-out return is at least ``level`` (None if none)."""
+    return next((p for p in points if p["eval_return"] >= level - 1e-12), None)
+
+
+def at_wall(points: Sequence[dict[str, Any]], wall: float) -> dict[str, Any]:
+    """The last evaluation point at or before ``wall`` seconds of training."""
+    return [p for p in points if p["wall_time"] <= wall + 1e-9][-1]
+
+
+def time_split(result: dict[str, Any]) -> dict[str, float]:
+    """Where one trainer's time went: set-up, generation, update (step minus generation), evaluation."""
+    steps = result["steps"]
+    generation = sum(s["generation_time"] for s in steps)
+    stepping = sum(s["step_time"] for s in steps)
+    return {"setup_s": result["setup_s"], "generation_s": generation, "update_s": stepping - generation,
+            "train_wall_s": steps[-1]["wall_time"] if steps else 0.0, "eval_s": result["eval_s"],
+            "mean_step_s": stepping / len(steps) if steps else float("nan"),
+            "mean_generation_s": generation / len(steps) if steps else float("nan")}
+
+
+def compare(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The race's figures (see the module docstring)."""
+    ours, peer = results["ours"]["points"], results["comlrl"]["points"]
+    level = peer[-1]["eval_return"]
+    reached_peer, reached_ours = first_reach(peer, level), first_reach(ours, level)
+    peer_wall = reached_peer["wall_time"] if reached_peer else None
+    ours_wall = reached_ours["wall_time"] if reached_ours else None
+    ratio = ours_wall / peer_wall if ours_wall is not None and peer_wall else None
+    equal_wall = min(ours[-1]["wall_time"], peer[-1]["wall_time"])
+    return {
+        "level": level, "level_is": "CoMLRL's final held-out return",
+        "comlrl_wall_to_level_s": peer_wall, "ours_wall_to_level_s": ours_wall,
+        "ours_step_at_level": reached_ours["step"] if reached_ours else None,
+        "ratio": ratio, "target": TARGET_RATIO, "meets_target": ratio is not None and ratio <= TARGET_RATIO,
+        "note": None if peer_wall else "CoMLRL's final return is no better than its untrained team's: no wall time to "
+                                       "reach it, so no ratio",
+        "equal_wall_s": equal_wall, "ours_at_equal_wall": at_wall(ours, equal_wall)["eval_return"],
+        "comlrl_at_equal_wall": at_wall(peer, equal_wall)["eval_return"],
+        "untrained": {"ours": ours[0]["eval_return"], "comlrl": peer[0]["eval_return"]},
+        "final": {"ours": ours[-1]["eval_return"], "comlrl": level},
+        "time": {name: time_split(result) for name, result in results.items()},
+    }
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """The figures, as lines."""
+    for name, result in report["results"].items():
+        if "error" in result:
+            print(f"[race] {name} FAILED: {result['error']}")
+            continue
+        curve = ", ".join(f"{p['eval_return']:.3f}@{p['wall_time'] / 60:.1f}min" for p in result["points"])
+        print(f"[race] {name}: held-out return by training time: {curve}")
+    comparison = report.get("comparison")
+    if not comparison:
+        return
+    c = comparison
+    ours_to = "never" if c["ours_wall_to_level_s"] is None else f"{c['ours_wall_to_level_s'] / 60:.1f} min"
+    peer_to = "—" if c["comlrl_wall_to_level_s"] is None else f"{c['comlrl_wall_to_level_s'] / 60:.1f} min"
+    ratio = "n/a" if c["ratio"] is None else f"{c['ratio']:.2f}"
+    print(f"[race] level L = CoMLRL's final held-out return {c['level']:.4f} (untrained: ours "
+          f"{c['untrained']['ours']:.4f}, CoMLRL {c['untrained']['comlrl']:.4f})")
+    print(f"[race] time to reach L: ours {ours_to}, CoMLRL {peer_to}; ratio {ratio} (target ≤ {c['target']}: "
+          f"{'met' if c['meets_target'] else 'not met'}){'; ' + c['note'] if c['note'] else ''}")
+    print(f"[race] at equal training time ({c['equal_wall_s'] / 60:.1f} min): ours {c['ours_at_equal_wall']:.4f}, "
+          f"CoMLRL {c['comlrl_at_equal_wall']:.4f}; final: ours {c['final']['ours']:.4f}, CoMLRL "
+          f"{c['final']['comlrl']:.4f}")
+    for name, split in c["time"].items():
+        print(f"[race] {name} time: set-up {split['setup_s']:.0f} s, generation {split['generation_s']:.0f} s, "
+              f"update {split['update_s']:.0f} s ({split['mean_step_s']:.1f} s a step, "
+              f"{split['mean_generation_s']:.1f} s of it generating), evaluation {split['eval_s']:.0f} s")
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Held-out return against training wall time, both trainers, with the level line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = {"ours": "ours (trainers.magrpo)", "comlrl": "CoMLRL MAGRPOTrainer"}
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    for name, result in report["results"].items():
+        if "error" in result:
+            continue
+        points = result["points"]
+        axes.plot([p["wall_time"] / 60 for p in points], [p["eval_return"] for p in points], marker="o",
+                  label=labels.get(name, name))
+    if report.get("comparison"):
+        axes.axhline(report["comparison"]["level"], color="grey", linestyle="--", linewidth=1,
+                     label="CoMLRL's final return")
+    s = report["settings"]
+    axes.set_xlabel("training wall time (min, 2 CPU cores; evaluation excluded)")
+    axes.set_ylabel(f"held-out team return ({s['eval_tasks']} tasks)")
+    axes.set_title(f"{s['env']}, {s['num_agents']} agents, G={s['group_size']}, {s['max_new_tokens']} tokens, "
+                   f"{s['steps']} steps", fontsize=10)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the libraries the race depends on."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for package in ("torch", "transformers", "peft", "comlrl", "llm-marl-envs"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the race (or, with ``--child``, one side of it)."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.child is not None:
+        if args.child not in FRAMEWORKS or len(rest) != 1:
+            parser.error("--child FRAMEWORK SPEC.json")
+        run_child(args.child, Path(rest[0]))
+        return 0
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    check(args)
+    settings = settings_of(args)
+    frameworks = [f for f in FRAMEWORKS if f in args.only]
+    print_plan(settings, frameworks)
+    started = time.perf_counter()
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="time-to-reward-") as scratch:
+        workdir = Path(args.workdir) if args.workdir else Path(scratch)
+        workdir.mkdir(parents=True, exist_ok=True)
+        for framework in frameworks:
+            results[framework] = run_framework(framework, settings, workdir)
+    report: dict[str, Any] = {"benchmark": "time_to_reward", "settings": settings, "versions": versions(),
+                              "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "wall_s": time.perf_counter() - started,
+                              "command": "python -m benchmarks.time_to_reward " + " ".join(sys.argv[1:] if argv is None
+                                                                                          else argv),
+                              "results": results}
+    if all(f in results and "error" not in results[f] for f in FRAMEWORKS):
+        report["comparison"] = compare(results)
+    print_report(report)
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"[race] wrote {path}")
+    if args.plot:
+        plot(report, Path(args.plot))
+        print(f"[race] wrote {args.plot}")
+    return 0 if all("error" not in r for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
