@@ -37,7 +37,7 @@ class Progress:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.total, self.unit, self.tag = total, unit, tag
-        self.done = initial
+        self.done = self.initial = initial
         self.stream = stream if stream is not None else sys.stdout
         self.clock = clock
         self.start = clock()
@@ -73,7 +73,7 @@ class Progress:
             return None
         since, done_then = self._first
         if self.done == done_then:  # one data point: the pace from the start is all there is
-            since, done_then = self.start, 0
+            since, done_then = self.start, self.initial
             if self.done == done_then:
                 return None
         return (self.clock() - since) / (self.done - done_then) * max(0.0, self.total - self.done)
