@@ -51,14 +51,14 @@ _LIST_FLAGS: dict[str, str] = {
 CPU_PROFILE: dict[str, Any] = {
     "dtype": "bfloat16",
     "num_generations": 3,
-    "max_completion_length": {"writing": 96, "coding": 128},
+    "max_completion_length": None,
     "micro_batch_size": 8,
     "max_turns": 2,
 }
 """What ``--profile cpu`` (the default without a GPU) sets where neither the flags nor the YAML do: a bfloat16 base
 (about twice as fast as float32 on these CPUs; the adapters stay float32), trees of 2 turns with G = 3 (2·3 + 3·6 =
-24 completions for 2 agents) and completions long enough for each env's parts (``max_completion_length`` per env;
-``max_turns`` goes to ``env_kwargs``). Measured: about a minute a step on 2 cores with the default model."""
+24 completions for 2 agents) and completions as long as the env's roles need (``max_completion_length`` None: the
+env's ``suggested_max_new_tokens()``; ``max_turns`` goes to ``env_kwargs``)."""
 
 PROFILES: tuple[str, ...] = ("auto", "cpu", "full")
 
@@ -119,17 +119,18 @@ def resolve_profile(profile: str) -> str:
 
 def apply_cpu_profile(values: dict[str, Any]) -> dict[str, Any]:
     """``values`` with :data:`CPU_PROFILE` filling what they leave unset."""
-    from llm_marl_envs.registry import canonical_name
+    from llm_marl_envs.registry import make_env
 
     values = dict(values)
-    env = canonical_name(values.get("env", "coding"))
     for name, value in CPU_PROFILE.items():
         if name == "max_turns":
-            env_kwargs = dict(values.get("env_kwargs") or {})
-            env_kwargs.setdefault("max_turns", value)
-            values["env_kwargs"] = env_kwargs
+            values["env_kwargs"] = {"max_turns": value, **dict(values.get("env_kwargs") or {})}
         elif name not in values:
-            values[name] = value[env] if isinstance(value, dict) else value
+            values[name] = value
+    if values["max_completion_length"] is None:
+        env = make_env(values.get("env", "coding"), num_agents=values.get("num_agents", 2),
+                       **{**values["env_kwargs"], "similarity": "tfidf"})
+        values["max_completion_length"] = env.suggested_max_new_tokens()
     return values
 
 

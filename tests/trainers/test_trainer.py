@@ -190,7 +190,7 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
     yaml_file.write_text("env: coding_v0\nnum_generations: 5\nenv_kwargs: {max_turns: 3}\n", encoding="utf-8")
     cpu = build_config(cli.build_parser().parse_args(["train", "--config", str(yaml_file), "--profile", "cpu"]))
     assert (cpu.num_generations, cpu.env_kwargs["max_turns"]) == (5, 3)
-    assert (cpu.dtype, cpu.max_completion_length) == ("bfloat16", CPU_PROFILE["max_completion_length"]["coding"])
+    assert (cpu.dtype, cpu.max_completion_length) == (CPU_PROFILE["dtype"], 160)  # the coding roles' budget
     full = build_config(cli.build_parser().parse_args(["train", "--config", str(yaml_file), "--profile", "full"]))
     assert (full.dtype, full.max_completion_length, full.env_kwargs) == ("auto", 128, {"max_turns": 3})
 
