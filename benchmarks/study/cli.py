@@ -124,7 +124,7 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
         values["env_kwargs"] = env_kwargs
     training = dict(preset["training"])
     if args.train_steps is not None:
-        training["steps"] = args.train_steps
+        training["steps_override"] = args.train_steps
     return StudyDesign(**values), TrainingPlan(**training)
 
 
@@ -274,39 +274,68 @@ def _expand_builtin(directories: Sequence[Path]) -> list[Path]:
 def _train_team(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan | None, policy: PolicySpec,
                 out: Path) -> Path:
     """Train (or finish training) the team of ``cell`` with the MAGRPO trainer; its run folder is a team directory."""
+    from benchmarks.train import StepProgress
     from trainers import checkpoint
-    from trainers.config import TrainerConfig
     from trainers.magrpo import MAGRPOTrainer
 
     assert plan is not None
     env, size = cell
     run_dir = out / "teams" / f"{env}-{size}"
-    env_kwargs = {"similarity": design.similarity, **design.env_kwargs.get(env, {}),
-                  "max_turns": plan.max_turns or design.max_turns}
-    tokens = plan.max_completion_length or make_env(env, num_agents=size, **{**env_kwargs, "similarity": "tfidf"}
-                                                    ).suggested_max_new_tokens()
-    config = TrainerConfig(
-        env=env, num_agents=size, env_kwargs=env_kwargs, model=policy.model or "default", dtype=plan.dtype,
-        num_generations=plan.num_generations, envs_per_step=plan.envs_per_step, max_completion_length=tokens,
-        learning_rate=plan.learning_rate, lora_r=plan.lora_r, temperature=plan.temperature, steps=plan.steps,
-        seed=design.seed, output_dir=str(run_dir), save_steps=max(1, plan.steps // 4),
-    )
+    config = training_config(cell, design, plan, policy, run_dir)
     found = checkpoint.checkpoints(run_dir) if run_dir.exists() else []
     if found:
         if checkpoint.read_config(run_dir).to_dict() != config.to_dict():
             raise ValueError(f"{run_dir}: trained with another configuration; remove it or use another --out")
         trainer = checkpoint.resume(run_dir)
-        if trainer.step >= plan.steps and (run_dir / "team.json").is_file():
+        if trainer.step >= config.steps and (run_dir / "team.json").is_file():
             print(f"[study] team {env}-{size}: trained ({trainer.step} steps) in {run_dir}", flush=True)
             return run_dir
     else:
         trainer = MAGRPOTrainer(config)
-    print(f"[study] training team {env}-{size} ({list(trainer.agents)}) from step {trainer.step} to {plan.steps}",
+    print(f"[study] training team {env}-{size} ({list(trainer.agents)}) from step {trainer.step} to {config.steps}",
           flush=True)
-    trainer.train(on_step=lambda row: print(
-        f"[study]   {env}-{size} step {row['step']}/{plan.steps}: reward {row['reward']:.3f}, "
-        f"{row['step_time']:.1f} s", flush=True))
+    with StepProgress(config.steps, trainer.step) as progress:
+        trainer.train(on_step=progress.on_step)
     return run_dir
+
+
+def training_config(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan, policy: PolicySpec,
+                    run_dir: Path) -> Any:
+    """The :class:`~trainers.config.TrainerConfig` of the team of ``cell``: the shipped team's recipe when there is
+    one and ``plan.recipes`` (the default), else the plan's settings; the study's similarity backend, env arguments
+    and turns either way, and the plan's ``steps`` when ``--train-steps`` set them."""
+    from trainers.config import TrainerConfig
+
+    env, size = cell
+    env_kwargs = {"similarity": design.similarity, **design.env_kwargs.get(env, {}),
+                  "max_turns": plan.max_turns or design.max_turns}
+    recipe = _shipped_recipe(env, size) if plan.recipes else None
+    if recipe is not None:
+        values = TrainerConfig.yaml_values(recipe)
+        values.update(env_kwargs={**dict(values.get("env_kwargs") or {}), **env_kwargs},
+                      model=policy.model or "default", seed=design.seed, output_dir=str(run_dir),
+                      **({"steps": plan.steps_override} if plan.steps_override else {}))
+        return TrainerConfig.from_mapping(values)
+    tokens = plan.max_completion_length or make_env(env, num_agents=size, **{**env_kwargs, "similarity": "tfidf"}
+                                                    ).suggested_max_new_tokens()
+    steps = plan.steps_override or plan.steps
+    return TrainerConfig(
+        env=env, num_agents=size, env_kwargs=env_kwargs, model=policy.model or "default", dtype=plan.dtype,
+        num_generations=plan.num_generations, envs_per_step=plan.envs_per_step, max_completion_length=tokens,
+        learning_rate=plan.learning_rate, lora_r=plan.lora_r, temperature=plan.temperature, steps=steps,
+        seed=design.seed, output_dir=str(run_dir), save_steps=max(1, steps // 4),
+    )
+
+
+def _shipped_recipe(env: str, size: int) -> Path | None:
+    """The recipe the shipped team of ``env`` × ``size`` was trained with, if the package has that team."""
+    from baselines.teams import builtin_team_dir
+
+    try:
+        recipe = builtin_team_dir(env, size) / "recipe.yaml"
+    except ValueError:
+        return None
+    return recipe if recipe.is_file() else None
 
 
 def _team_fingerprint(directory: Path) -> dict[str, Any]:

@@ -64,11 +64,16 @@ SEEDS_CONDITIONS: tuple[str, ...] = ("trained", "single", "untrained")
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    """How ``--train`` trains the team of the ``trained`` condition (one MAGRPO run per env and team size). The
-    defaults are the shipped teams' recipes (``recipes/<env>-<size>.yaml``): multi-turn trees as the study plays
-    them, so that finishing early (the turn cost) is learnable."""
+    """How ``--train`` trains the team of the ``trained`` condition (one MAGRPO run per env and team size): with the
+    recipe of the shipped team of that env and size when there is one (``recipes`` True, ``recipes/<env>-<size>.yaml``
+    in the repository, ``recipe.yaml`` beside the team in the package), else with these settings — the recipes'
+    own: multi-turn trees as the study plays them, so that finishing early (the turn cost) is learnable."""
 
-    steps: int = 70
+    recipes: bool = True
+    """Use the shipped teams' recipes where they exist (the smoke preset does not: it trains for 2 steps)."""
+    steps_override: int | None = None
+    """``--train-steps``: the steps of every team, recipe or not."""
+    steps: int = 50
     num_generations: int = 4
     envs_per_step: int = 1
     max_completion_length: int | None = None
@@ -85,7 +90,7 @@ class TrainingPlan:
     def __post_init__(self) -> None:
         for name in ("steps", "envs_per_step", "lora_r"):
             check_int(name, getattr(self, name), 1)
-        for name in ("max_completion_length", "max_turns"):
+        for name in ("max_completion_length", "max_turns", "steps_override"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         check_int("num_generations", self.num_generations, 2)
@@ -243,8 +248,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Small enough for 2 CPU cores in minutes with the default model: the machinery end to end (training,
         # three conditions, report), not a result.
         "design": {"team_sizes": (2,), "episodes": 12, "tasks": 2, "max_turns": 2, "max_new_tokens": 48},
-        "training": {"steps": 2, "num_generations": 2, "envs_per_step": 1, "max_completion_length": 32,
-                     "learning_rate": 1e-3},
+        "training": {"recipes": False, "steps": 2, "num_generations": 2, "envs_per_step": 1,
+                     "max_completion_length": 32, "learning_rate": 1e-3},
         "teams": "train",
     },
 }
