@@ -5,10 +5,9 @@ Each lives in a subfolder named ``<env>-<size>`` (``writing-2``, ``coding-2``): 
 ``metrics.jsonl``, ``untrained.jsonl`` (the untrained team on the same training tasks), ``curve.png`` and
 ``recipe.yaml`` (the committed recipe it was trained with, ``recipes/<env>-<size>.yaml`` in the repository).
 
-    >>> from baselines.teams import builtin_teams, load_team
-    >>> sorted(builtin_teams())                                   # doctest: +SKIP
-    [('coding', 2), ('writing', 2)]
-    >>> policy = load_team("coding_v0", 2)                        # doctest: +SKIP  (an AdapterTeamPolicy)
+    from baselines.teams import builtin_teams, load_team
+    builtin_teams()                       # {(env, team size): team directory} of every shipped team
+    policy = load_team("coding_v0", 2)    # the shipped 2-agent coding team as an AdapterTeamPolicy
 
 ``llm-marl bench study --adapters builtin`` and ``llm-marl demo --adapters builtin`` pick the same teams;
 ``llm-marl teams ship RUN_DIR`` puts a trained run here.
