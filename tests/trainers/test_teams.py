@@ -82,7 +82,7 @@ def test_shipping_writes_a_float16_team_that_loads_and_plays(run_dir: Path, tmp_
         assert all(torch.allclose(shipped[k].float(), original[k], atol=1e-3, rtol=1e-3) for k in original), role
     policy = AdapterTeamPolicy(target, dtype="float32")
     assert policy.roles == list(make_env("writing", num_agents=2, similarity="tfidf").possible_agents)
-    with pytest.raises(SystemExit, match="expected a team.json manifest"):
+    with pytest.raises(SystemExit, match=r"expected a team\.json manifest"):
         cli.main(["teams", "ship", str(tmp_path / "nothing"), "--to", str(tmp_path / "x")])
 
 

@@ -1,0 +1,34 @@
+"""Long coding runs leave nothing behind (benchmarks/leak_check.py, shortened): after warm-up, dozens of coding
+episodes of honest, broken and hostile programs grow neither temp dirs, containers, open files, threads nor child
+processes — on both backends."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from sandbox_fixtures import need_docker
+
+from benchmarks import leak_check
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker), "local"])
+def test_dozens_of_coding_episodes_leave_nothing_behind(backend: str) -> None:
+    if backend == "docker":
+        need_docker()
+    result = leak_check.run(episodes=24, executor_name=backend, timeout_s=1.0, settle_s=2.0)
+    assert result["backend"] == backend and result["episodes"] == 24
+    assert result["programs"] >= 24 * 4  # 2 agents x 2 turns per episode, hostile ones among them
+    assert result["leaks"] == [], result["grew"]
+    if backend == "docker":
+        pool = 2 * (os.cpu_count() or 2)  # the Docker executor's default pool size
+        assert result["after"]["containers"] is not None and result["after"]["containers"] <= pool
+
+
+def test_the_catalogue_spares_only_what_would_attack_the_caller() -> None:
+    local = dict(leak_check.programs("local"))
+    docker = dict(leak_check.programs("docker"))
+    assert {"honest", "syntax_error", "infinite_loop", "fork_bomb", "setsid_escape"} <= set(local)
+    assert not {"kill_everything", "kill_parent"} & set(docker)
+    assert set(local) <= set(docker)
