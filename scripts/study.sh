@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Set everything up from scratch (scripts/setup.sh), then run the main job on the embedded default model: the study's
-# smoke preset — train a 2-agent team per env briefly with MAGRPO, evaluate the trained team, a single agent and an
-# untrained team on held-out tasks, write OUT/report.md and print the headline table. Extra arguments go to
-# `llm-marl bench study` (e.g. --out DIR; --preset full --train for the seeds' 6,000-episode design).
+# main preset — the MAGRPO-trained 2-agent teams shipped with the package against one agent and the untrained team,
+# on held-out tasks of both envs, paired by task and seed (about 10 minutes on 2 CPU cores); it writes OUT/report.md
+# and prints the headline: per env, trained vs each condition as a difference with its 95 % CI and p. Extra arguments
+# go to `llm-marl bench study` (e.g. --out DIR; --train to train the teams from scratch first with the shipped
+# recipes' settings; --preset results for the README's results table; --preset full --train for the seeds' design).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec "${VENV:-.venv}/bin/llm-marl" bench study --preset smoke "$@"
+exec "${VENV:-.venv}/bin/llm-marl" bench study --preset main "$@"
