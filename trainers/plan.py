@@ -7,9 +7,9 @@ and has ``sum_{t=0..T} b^t`` nodes; every expanded node costs ``N·G`` completio
 say ``<done/>`` and episodes that end early (or ``early_termination_threshold``) grow less.
 
 The time estimate is measured, not guessed: :func:`estimate_step` times short ``generate`` calls of the step's real
-prompts at the step's row counts (1 and 5 new tokens: prefill and per-token cost, extrapolated to
-``max_completion_length``) and one forward/backward pass of a micro-batch of full-length completions, then adds them
-up as the step will run them. Generation is counted as if every completion ran to ``max_completion_length``, so the
+prompts at the step's row counts (2 and 10 new tokens, after one warm-up call: prefill and per-token cost,
+extrapolated to ``max_completion_length``) and a forward/backward pass of a micro-batch of full-length completions
+(the second of two), then adds them up as the step will run them. Generation is counted as if every completion ran to ``max_completion_length``, so the
 estimate leans high when completions stop early; env steps (the coding sandbox) are not included.
 """
 
@@ -130,11 +130,12 @@ def estimate_step(trainer: Any, plan: StepPlan) -> StepEstimate:
     measured: dict[int, tuple[float, float]] = {}
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         team.eval()
+        timed_generate(1, 1)  # the first call pays one-off costs (allocations, kernels) that no step pays again
         for rows in sorted({plan.rows_per_depth[0], plan.rows_per_depth[-1]}):
             copies = max(1, rows // (len(requests) * G))
-            one, five = timed_generate(copies, 1), timed_generate(copies, 5)
-            per_token = max(0.0, (five - one) / 4)
-            measured[copies * len(requests) * G] = (max(0.0, one - per_token), per_token)
+            short, long = timed_generate(copies, 2), timed_generate(copies, 10)
+            per_token = max(0.0, (long - short) / 8)
+            measured[copies * len(requests) * G] = (max(0.0, short - 2 * per_token), per_token)
     generation = generation_estimate(plan.rows_per_depth, measured, config.max_completion_length)
 
     # One micro-batch of full-length completions through forward and backward, as the update runs it.
@@ -145,10 +146,11 @@ def estimate_step(trainer: Any, plan: StepPlan) -> StepEstimate:
     agents = [requests[i % len(requests)].agent for i in range(size)]
     with torch.random.fork_rng(devices=[]):
         team.train()
-        begin = time.perf_counter()
-        logps = team.forward_logprobs(rows, agents, entropies=True)
-        (-logps.per_token_logps.sum()).backward()
-        micro = time.perf_counter() - begin
+        for _ in range(2):  # the second pass is the one timed: the first pays one-off allocations
+            begin = time.perf_counter()
+            logps = team.forward_logprobs(rows, agents, entropies=True)
+            (-logps.per_token_logps.sum()).backward()
+            micro = time.perf_counter() - begin
         team.eval()
     for agent in trainer.agents:
         for parameter in team.adapter_parameters(agent):
