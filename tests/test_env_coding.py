@@ -11,6 +11,7 @@ from llm_marl_envs.envs.coding.program import (
     extract_asserts,
     extract_code,
     prompt_preamble,
+    split_prompt,
 )
 from llm_marl_envs.envs.coding.tasks import load_coding_tasks
 
@@ -117,6 +118,56 @@ def test_decomposable_set_has_helper_hints() -> None:
     env = coding_env(num_agents=2, dataset="decomposable")
     obs, _ = env.reset(seed=0)
     assert "A helper that would help:" in obs["aux"] and "A helper that would help:" not in obs["main"]
+
+
+def test_code_is_read_from_a_reply_as_a_reviewer_would() -> None:
+    good, broken = "def f(x):\n    return x + 1", "def g(x) return x"
+    # A block that parses next to a broken sketch: the good one is the code.
+    assert extract_code(f"Try:\n```python\n{broken}\n```\nBetter:\n```python\n{good}\n```") == good
+    # The token budget cut the last block inside a function: its complete statements stay.
+    cut = "```python\ndef f(x):\n    y = x + 1\n    return [y,"
+    assert extract_code(cut) == "def f(x):\n    y = x + 1"
+    # A reply that forgot its opening fence: the code before the closing one counts.
+    assert extract_code(f"{good}\n```\n\nThis function adds one.") == good
+    # Prose alone is no code (the env keeps the previous draft); code-like text without fences stays code.
+    assert extract_code("Your draft is good and well written.") == ""
+    assert extract_code("return x +") == "return x +"
+    assert extract_code("```python\n```") == ""
+    # A closed block that does not parse is kept as written: its syntax error is the author's feedback.
+    assert extract_code(f"```python\n{broken}\n```") == broken
+
+
+def test_prose_where_code_was_asked_keeps_the_draft_and_costs_an_invalid_action() -> None:
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    env.step({"aux": AUX, "main": MAIN_CORRECT})
+    before = env.state()["drafts"]["main"]
+    _, _, _, _, infos = env.step({"aux": AUX, "main": "I think the function is correct as it is."})
+    assert env.state()["drafts"]["main"] == before
+    assert "no_usable_draft" in infos["main"]["action"]["problems"]
+    assert infos["main"]["reward_components"]["step_invalid_actions"] == 1
+
+
+def test_a_part_that_does_not_parse_is_left_out_of_the_program() -> None:
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    # main does not call aux here, so the team's program runs without the broken helper and passes.
+    own = MAIN_CORRECT.replace("aux(numbers[i], numbers[j])", "abs(numbers[i] - numbers[j])")
+    _, _, _, _, infos = env.step({"aux": "```python\ndef aux(a, b) return a\n```", "main": own})
+    terms = infos["main"]["quality_terms"]
+    assert terms["pass_rate"] == 1.0 and terms["syntax"] == 1.0 and terms["structure"] == 0.5
+    assert infos["main"]["reward_components"]["contributions"]["aux"] == 0.0
+    assert "aux" not in env.state()["assessment"]["program"].split("def has_close_elements")[0].split("import")[-1]
+
+
+def test_a_humaneval_prompt_splits_into_its_docstring_and_its_code() -> None:
+    prompt = load_coding_tasks("humaneval").get(TASK)["prompt"]
+    description, code = split_prompt(prompt, "has_close_elements")
+    assert description.startswith("Check if in given list of numbers") and ">>> has_close_elements" in description
+    assert code.startswith("from typing import List") and code.rstrip().endswith("threshold: float) -> bool:")
+    assert '"""' not in code
+    assert split_prompt("def f(x):\n    return x\n", "f") == ("", "def f(x):\n    return x\n")  # no docstring
+    assert split_prompt("def f(x:\n", "f") == ("", "def f(x:\n")  # does not parse
 
 
 def test_program_helpers() -> None:
