@@ -38,6 +38,7 @@ _FLAGS: dict[str, tuple[type, str]] = {
     "loss_type": (str, "magrpo, grpo, dr_grpo or dapo"),
     "learning_rate": (float, "AdamW learning rate of each adapter"),
     "max_completion_length": (int, "new tokens per completion at most"),
+    "micro_batch_size": (int, "completions per forward/backward pass (memory; the update is the same)"),
     "envs_per_step": (int, "episodes (tree roots) per step"),
     "save_steps": (int, "checkpoint every this many steps"),
     "advantage": (str, "joint (MAGRPO: team return vs siblings) or per_agent (own reward vs teammates')"),
@@ -61,6 +62,10 @@ CPU_PROFILE: dict[str, Any] = {
 env's ``suggested_max_new_tokens()``; ``max_turns`` goes to ``env_kwargs``)."""
 
 PROFILES: tuple[str, ...] = ("auto", "cpu", "full")
+
+RESUME_OPTIONS: frozenset[str] = frozenset({"steps", "micro_batch_size"})
+"""What ``--resume`` may change: where the run stops, and the micro-batch (memory only: the update is the same, see
+``TrainerConfig.micro_batch_size``) — so a run that ran out of memory continues with smaller passes."""
 
 
 def register(subparsers: Any) -> None:
@@ -140,9 +145,10 @@ def run(args: argparse.Namespace) -> int:
         from trainers import checkpoint
 
         extra = {name: getattr(args, name) for name in (*_FLAGS, *_LIST_FLAGS) if getattr(args, name) is not None}
-        unknown = sorted(set(extra) - {"steps"}) + [name for name in ("config", "dataset") if getattr(args, name)]
+        unknown = sorted(set(extra) - RESUME_OPTIONS) + [name for name in ("config", "dataset") if getattr(args, name)]
         if unknown:
-            raise SystemExit(f"--resume continues a run as it was configured; only --steps may change (got {unknown})")
+            raise SystemExit(f"--resume continues a run as it was configured; only {sorted(RESUME_OPTIONS)} may "
+                             f"change (got {unknown})")
         try:
             trainer = checkpoint.resume(args.resume, **extra)
         except (FileNotFoundError, ValueError) as error:  # no checkpoint; saved by another number of processes

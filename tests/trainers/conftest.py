@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,3 +35,23 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     loaded.model.save_pretrained(folder)
     loaded.tokenizer.save_pretrained(folder)
     return folder
+
+
+# Short sources keep prompts near 200 tokens, so real training steps of the default model fit the 2-core budget.
+SHORT_TASKS = [
+    {"task_id": "bridge", "split": "train", "title": "Bridge repairs",
+     "source": "The city council voted on Monday to close the old river bridge for six months of repairs. Engineers "
+               "found cracks in two of its steel supports. A free ferry will carry walkers and cyclists meanwhile."},
+    {"task_id": "library", "split": "train", "title": "Sunday library",
+     "source": "The town library will open on Sundays from next month after 1,200 residents signed a petition. The "
+               "extra hours cost 40,000 dollars a year, paid by a local bakery's foundation."},
+]
+
+
+@pytest.fixture
+def short_tasks(tmp_path: Path) -> str:
+    """A two-task writing dataset (the env's ``.jsonl`` format), both in the train split: the peer-trainer tests
+    (TRL, CoMLRL, TorchRL) run real steps of the default model on it."""
+    path = tmp_path / "short.jsonl"
+    path.write_text("".join(json.dumps(task) + "\n" for task in SHORT_TASKS), encoding="utf-8")
+    return str(path)

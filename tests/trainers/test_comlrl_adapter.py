@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import re
 import sys
 from pathlib import Path
@@ -21,24 +20,6 @@ from baseline_helpers import tiny_tokenizer
 
 from llm_marl_envs.registry import make_env
 from trainers.comlrl_adapter import CoMLRLBridge, import_comlrl, magrpo_trainer
-
-# Short sources keep prompts near 200 tokens, so real steps of the default model fit the 2-core budget.
-SHORT_TASKS = [
-    {"task_id": "bridge", "split": "train", "title": "Bridge repairs",
-     "source": "The city council voted on Monday to close the old river bridge for six months of repairs. Engineers "
-               "found cracks in two of its steel supports. A free ferry will carry walkers and cyclists meanwhile."},
-    {"task_id": "library", "split": "train", "title": "Sunday library",
-     "source": "The town library will open on Sundays from next month after 1,200 residents signed a petition. The "
-               "extra hours cost 40,000 dollars a year, paid by a local bakery's foundation."},
-]
-
-
-@pytest.fixture
-def short_tasks(tmp_path: Path) -> str:
-    """A two-task writing dataset (the env's ``.jsonl`` format), both in the train split."""
-    path = tmp_path / "short.jsonl"
-    path.write_text("".join(json.dumps(task) + "\n" for task in SHORT_TASKS), encoding="utf-8")
-    return str(path)
 
 
 def _rendered(tokenizer: Any, env: Any, agent: str) -> str:

@@ -27,37 +27,6 @@ from trainers.trl_adapter import (
     grpo_trainer,
 )
 
-# Short sources keep prompts near 200 tokens, so two real training steps of the default model fit the 2-core budget.
-SHORT_TASKS = [
-    {"task_id": "bridge", "split": "train", "title": "Bridge repairs",
-     "source": "The city council voted on Monday to close the old river bridge for six months of repairs. Engineers "
-               "found cracks in two of its steel supports. A free ferry will carry walkers and cyclists meanwhile."},
-    {"task_id": "library", "split": "train", "title": "Sunday library",
-     "source": "The town library will open on Sundays from next month after 1,200 residents signed a petition. The "
-               "extra hours cost 40,000 dollars a year, paid by a local bakery's foundation."},
-]
-
-
-@pytest.fixture
-def one_thread() -> Any:
-    """torch on one thread for the test, restored after. On a 2-core machine shared with other jobs, two OpenMP
-    threads spin-wait on each other at every small op: measured here, 16 sampled tokens of SmolLM2 took 18 s of CPU on
-    two threads and 3.3 s on one (a 200-token forward 3.6 s and 1.6 s). Results do not depend on it."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def short_tasks(tmp_path: Path) -> str:
-    """A two-task writing dataset (the env's ``.jsonl`` format), both in the train split."""
-    path = tmp_path / "short.jsonl"
-    path.write_text("".join(json.dumps(task) + "\n" for task in SHORT_TASKS), encoding="utf-8")
-    return str(path)
-
 
 def _runs(mask: list[int]) -> list[tuple[int, int, int]]:
     """``(value, start, end)`` of each run of equal values in ``mask``."""
