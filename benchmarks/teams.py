@@ -2,7 +2,8 @@
 
     llm-marl teams list                              # the shipped teams (env, size, roles, steps, folder)
     llm-marl teams untrained RUN_DIR --steps 10      # the untrained team on the run's first 10 steps' tasks
-    llm-marl teams curve RUN_DIR [--out PNG]         # reward per step, running mean, untrained mean, zero-std groups
+    llm-marl teams curve RUN_DIR [--out PNG]         # return and final quality per step with running means and the
+                                                     # untrained team's, share of zero-std groups
     llm-marl teams ship RUN_DIR --recipe YAML        # copy the team (float16), its metrics and curve into the package
 
 A learning curve reads only ``RUN_DIR/metrics.jsonl`` (one row per step, written by the trainer) and, when present,
@@ -82,13 +83,16 @@ def curve_figures(run_dir: str | Path, window: int = 10) -> dict[str, Any]:
         raise ValueError(f"{run_dir / 'metrics.jsonl'}: no steps logged yet")
     steps = [int(row["step"]) for row in rows]
     rewards = [float(row.get("reward", math.nan)) for row in rows]
+    quality = [float(row.get("episode/quality", math.nan)) for row in rows]
     zero_std = [float(row.get("frac_reward_zero_std", math.nan)) for row in rows]
     untrained = None
     if (run_dir / UNTRAINED_FILE).is_file():
-        base = [float(row["reward"]) for row in read_rows(run_dir / UNTRAINED_FILE)]
-        untrained = {"mean": sum(base) / len(base), "steps": len(base)}
+        base = read_rows(run_dir / UNTRAINED_FILE)
+        untrained = {"mean": sum(float(r["reward"]) for r in base) / len(base), "steps": len(base),
+                     "quality": sum(float(r.get("episode/quality", math.nan)) for r in base) / len(base)}
     means = running_mean(rewards, window)
     return {"steps": steps, "reward": rewards, "running_mean": means, "frac_reward_zero_std": zero_std,
+            "quality": quality, "quality_running_mean": running_mean(quality, window),
             "untrained": untrained, "window": window, "last_window_mean": means[-1]}
 
 
@@ -107,17 +111,21 @@ def plot_curve(run_dir: str | Path, out: str | Path | None = None, window: int =
         config = json.loads(config_path.read_text(encoding="utf-8"))
         title = (f"{config.get('env')} · {config.get('num_agents')} agents · G = {config.get('num_generations')} · "
                  f"{run_dir.name}")
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True, height_ratios=(3, 1))
-    top.plot(figures["steps"], figures["reward"], "o", markersize=3, alpha=0.45, label="reward per step")
-    top.plot(figures["steps"], figures["running_mean"], "-", linewidth=2, label=f"running mean ({window} steps)")
-    if figures["untrained"] is not None:
-        untrained = figures["untrained"]
-        top.axhline(untrained["mean"], color="grey", linestyle="--",
-                    label=f"untrained team, same tasks ({untrained['steps']} steps): {untrained['mean']:.3f}")
-    top.set_ylabel("team return (tree mean)")
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True, height_ratios=(3, 2, 1))
+    untrained = figures["untrained"]
+    for axis, values, means, label, key in (
+        (top, figures["reward"], figures["running_mean"], "return (mean over the tree's samples)", "mean"),
+        (middle, figures["quality"], figures["quality_running_mean"], "quality of the final drafts", "quality"),
+    ):
+        axis.plot(figures["steps"], values, "o", markersize=3, alpha=0.45, label="per step")
+        axis.plot(figures["steps"], means, "-", linewidth=2, label=f"running mean ({window} steps)")
+        if untrained is not None and not math.isnan(untrained[key]):
+            axis.axhline(untrained[key], color="grey", linestyle="--",
+                         label=f"untrained team, same tasks ({untrained['steps']} steps): {untrained[key]:.3f}")
+        axis.set_ylabel(label, fontsize=8)
+        axis.legend(fontsize=7, loc="best")
+        axis.grid(alpha=0.3)
     top.set_title(title, fontsize=10)
-    top.legend(fontsize=8, loc="best")
-    top.grid(alpha=0.3)
     bottom.bar(figures["steps"], figures["frac_reward_zero_std"], color="tab:red", alpha=0.6)
     bottom.set_ylim(0, 1)
     bottom.set_ylabel("zero-std\ngroups")

@@ -121,6 +121,13 @@ def test_train_writes_a_team_that_demo_adapters_plays(tmp_path: Path, capsys: py
     assert played["policy"] == "adapters"
     (episode,) = played["episodes"]  # the team's env only (not both), with the team's size
     assert episode["env"] == "writing" and episode["agents"] == roles and episode["turns"] == 1
+    # A resume may change where the run stops and the micro-batch (memory), nothing that changes the update.
+    refused = r"only \['micro_batch_size', 'steps'\] may change \(got \['learning_rate'\]\)"
+    with pytest.raises(SystemExit, match=refused):
+        cli.main(["train", "--resume", str(out), "--learning-rate", "0.1"])
+    assert cli.main(["train", "--resume", str(out), "--steps", "3", "--micro-batch-size", "1", "--no-estimate"]) == 0
+    assert json.loads((out / "config.json").read_text())["micro_batch_size"] == 1
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
 
 
 def test_demo_adapters_needs_a_team_directory(tmp_path: Path) -> None:
