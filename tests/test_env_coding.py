@@ -133,8 +133,21 @@ def test_code_is_read_from_a_reply_as_a_reviewer_would() -> None:
     assert extract_code("Your draft is good and well written.") == ""
     assert extract_code("return x +") == "return x +"
     assert extract_code("```python\n```") == ""
+    # Fences that do not start a line (seen in a training run, where it crashed the reader): still read, never raised.
+    assert extract_code("Here: ```python\ndef g(x) return\n``` and ```python\ndef f(x):\n    return x + 1```") == good
+    assert extract_code("x = 1 ```python\nbroken(") == "broken("  # cut off with nothing complete: kept as written
     # A closed block that does not parse is kept as written: its syntax error is the author's feedback.
     assert extract_code(f"```python\n{broken}\n```") == broken
+
+
+def test_reading_code_never_raises_on_model_text() -> None:
+    import random
+
+    pieces = ["```", "```python", "\n", "def f(x):", "    return x", " ", "prose", "(", ")", "```py\n", "`", "\x00"]
+    rng = random.Random(0)
+    for _ in range(5000):
+        code = extract_code("".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))))
+        assert isinstance(code, str)
 
 
 def test_prose_where_code_was_asked_keeps_the_draft_and_costs_an_invalid_action() -> None:

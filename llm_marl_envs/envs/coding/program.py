@@ -15,7 +15,8 @@ MAX_TESTER_ASSERTS = 10
 
 
 _CODE_LINE = re.compile(r"^\s*(?:def|class|import|from|return|assert|if|for|while)\b", re.MULTILINE)
-_FENCE_MARK = re.compile(r"^[ \t]*```", re.MULTILINE)
+_FENCE_MARK = re.compile(r"```")
+"""Any fence mark, opening or closing, wherever it stands (``_FENCE`` finds blocks that start mid-line too)."""
 
 
 def extract_code(text: str) -> str:
@@ -40,7 +41,8 @@ def extract_code(text: str) -> str:
     if syntax_error(joined) is None:
         return joined
     readable = []
-    before = text[: _FENCE_MARK.search(text).start()].strip()
+    first_fence = _FENCE_MARK.search(text)
+    before = text[: first_fence.start()].strip() if first_fence else ""
     if before and _CODE_LINE.search(before) and syntax_error(before) is None:
         readable.append(before)
     closed = _closed_fences(text)
