@@ -77,6 +77,12 @@ def snapshot(executor: Any = None) -> dict[str, Any]:
             "threads": threading.active_count(), "children": len(children), "containers": containers}
 
 
+def leaks_in(grew: dict[str, Any]) -> list[str]:
+    """The counts that grew (new temp entries, or a positive difference). Only growth is a leak: closing the envs
+    at the end releases pooled containers and descriptors, so counts may fall."""
+    return [key for key, value in grew.items() if (value > 0 if isinstance(value, int) else bool(value))]
+
+
 def run(episodes: int, executor_name: str, timeout_s: float, settle_s: float = 3.0) -> dict[str, Any]:
     """Play ``episodes`` coding episodes and return the counts before and after, and what grew."""
     from llm_marl_envs.registry import make_env
@@ -122,7 +128,7 @@ def run(episodes: int, executor_name: str, timeout_s: float, settle_s: float = 3
         **{key: after[key] - before[key] for key in ("open_fds", "threads", "children")},
         "containers": None if after["containers"] is None else after["containers"] - before["containers"],
     }
-    leaks = [key for key, value in grew.items() if value]
+    leaks = leaks_in(grew)
     return {"episodes": played, "programs": counter[0], "backend": executor.backend, "before": before,
             "after": after, "grew": grew, "leaks": leaks, "wall_s": time.perf_counter() - started}
 

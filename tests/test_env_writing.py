@@ -144,7 +144,7 @@ def test_broken_jsonl_gives_clear_errors(tmp_path) -> None:
         writing_env(dataset=str(bad_json))
     no_text = tmp_path / "no_text.jsonl"
     no_text.write_text('{"title": "only a title"}\n', encoding="utf-8")
-    with pytest.raises(KeyError, match=r"expected a non-empty text field"):
+    with pytest.raises(ValueError, match=r"no_text.jsonl:1: missing field 'source'.*the record has \['title'\]"):
         writing_env(dataset=str(no_text))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 import signal
@@ -165,4 +167,6 @@ def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_pa
     assert trained and all(r["texts"] and r["num_agents"] == 2 for r in trained)
     assert all(any(text.strip() for text in r["texts"].values()) for r in rows)  # the model wrote something
     out = capsys.readouterr().out
-    assert "trained vs untrained" in out and (tmp_path / "report.md").is_file()
+    # The headline: per env, trained's mean and the difference against each other condition (untrained first).
+    assert "writing:" in out and "coding:" in out and (tmp_path / "report.md").is_file()
+    assert re.search(r"\| metric \| trained \(n = \d+\) \| vs untrained \(n = \d+\) \| vs single", out)

@@ -178,7 +178,7 @@ def test_the_documented_torchrun_command_trains_and_resumes(model_dir: Path, tmp
     assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-4000:]
     lines = started.stdout.splitlines()
     assert sum("in 2 processes" in line for line in lines) == 1
-    assert sum(line.startswith("step 1: reward") for line in lines) == 1
+    assert sum(line.startswith("[train] step 1: reward") for line in lines) == 1
     assert (run / "team.json").is_file() and [r["step"] for r in _rows(run)] == [1]
     assert _rows(run)[0]["completions"] == 2 * 2 * 2  # 2 envs (one per rank) × 2 agents × G = 2
 
