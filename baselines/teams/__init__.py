@@ -92,6 +92,7 @@ def ship_team(run_dir: str | Path, destination: str | Path | None = None, recipe
                                                                                      manifest.num_agents)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the team is package data that every user reads
     try:
         data = manifest.to_dict()
         data["env_kwargs"] = {k: v for k, v in data["env_kwargs"].items() if k not in _DROPPED_ENV_KWARGS}
