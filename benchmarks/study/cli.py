@@ -2,8 +2,9 @@
 
 Conditions (``--conditions``): ``trained`` (the CTDE-trained team: one LoRA adapter per role from the MAGRPO trainer,
 each agent acting on its own observation), ``single`` (one agent does everything) and ``untrained`` (the same team
-size, prompt-based multi-turn collaboration, no learning) — the seeds' three — plus ``naive_concatenation``,
-``sequential_pipeline`` and ``one_round_discussion``. Defaults reproduce the design: 6,000 episodes over both envs ×
+size, prompt-based multi-turn collaboration, no learning) — the seeds' three — plus ``base`` (the trained team's own
+prompts with the adapters off: what training alone changed), ``naive_concatenation``, ``sequential_pipeline`` and
+``one_round_discussion``. Defaults reproduce the design: 6,000 episodes over both envs ×
 team sizes {2, 3, 4} × conditions × held-out tasks × seeds. The trained condition needs ``--adapters DIR`` (team
 directories written by ``llm-marl train``, one per env and team size) or ``--train`` (train them first, into
 ``OUT/teams/``). ``--preset smoke`` is a small design that trains briefly and evaluates the three conditions in
@@ -59,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=tuple(PRESETS), default="full",
-                        help="full: the seeds' 6,000-episode design; main: the shipped teams vs one agent and the "
-                             "untrained team, under 10 min on 2 CPU cores; results: the README's results table; "
+                        help="full: the seeds' 6,000-episode design; main: the shipped teams vs the untrained team, "
+                             "one agent and the adapters-off team, about 5 min on 2 CPU cores; results: the README's "
+                             "results table; "
                              "smoke: trains briefly, checks the machinery (default: full)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/study-PRESET)")
     design = parser.add_argument_group("design (defaults from the preset)")

@@ -49,6 +49,9 @@ CONDITIONS: dict[str, Condition] = {
         Condition("single", "single_agent", False, "one untrained agent does the whole task alone"),
         Condition("untrained", "prompt_collaboration", False,
                   "the same team size without learning: multi-turn dialogue under fixed rules"),
+        Condition("base", "plain", False,
+                  "the trained team's own prompts and schedule with the adapters off (the untrained base model): "
+                  "what training alone changed"),
         Condition("naive_concatenation", "naive_concatenation", False,
                   "untrained agents write their parts alone; the parts are concatenated"),
         Condition("sequential_pipeline", "sequential_pipeline", False,
@@ -57,7 +60,8 @@ CONDITIONS: dict[str, Condition] = {
                   "untrained agents draft, see the teammates' drafts once, revise"),
     )
 }
-"""Every condition a study can run. The seeds' three are ``trained``, ``single`` and ``untrained``."""
+"""Every condition a study can run. The seeds' three are ``trained``, ``single`` and ``untrained``; ``base`` is the
+ablation that isolates training (``untrained`` differs from ``trained`` in prompts and visibility as well)."""
 
 SEEDS_CONDITIONS: tuple[str, ...] = ("trained", "single", "untrained")
 
@@ -114,7 +118,7 @@ class StudyDesign:
     """Held-out tasks by default: a trained team is evaluated on tasks it did not train on."""
     seed: int = 0
     max_turns: int = 3
-    """Turn budget of the multi-turn conditions (``trained`` and ``untrained``); the others fix their own."""
+    """Turn budget of the multi-turn conditions (``trained``, ``base`` and ``untrained``); the others fix their own."""
     max_new_tokens: int | None = None
     """New tokens per action; ``None``: each env's budget for its roles (``env.suggested_max_new_tokens()``)."""
     temperature: float = 0.7
@@ -232,15 +236,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "training": {},
     },
     "main": {
-        # The main job (scripts/study.sh): the shipped teams against one agent and the untrained team on held-out
-        # tasks, 2 turns as the teams were trained; 6 pairs per env in under 10 minutes on 2 CPU cores.
-        "design": {"team_sizes": (2,), "episodes": 36, "tasks": 6, "max_turns": 2},
+        # The main job (scripts/study.sh): the shipped teams against the untrained team, one agent and the same team
+        # with its adapters off, on held-out tasks, 2 turns as the teams were trained; 6 pairs per env in about
+        # 5 minutes on 2 CPU cores.
+        "design": {"team_sizes": (2,), "conditions": (*SEEDS_CONDITIONS, "base"), "episodes": 48, "tasks": 6,
+                   "max_turns": 2},
         "training": {},
         "teams": "builtin",
     },
     "results": {
-        # The README's results table: every held-out task of each env, 40 pairs per env and condition at size 2.
-        "design": {"team_sizes": (2,), "episodes": 240, "max_turns": 2},
+        # The README's results table: held-out tasks of each env, 40 pairs per env and condition at size 2.
+        "design": {"team_sizes": (2,), "conditions": (*SEEDS_CONDITIONS, "base"), "episodes": 320, "max_turns": 2},
         "training": {},
         "teams": "builtin",
     },

@@ -103,6 +103,7 @@ FEW_MARK = "†"
 CONDITION_ORDER = (
     "trained",
     "untrained",
+    "base",
     "naive_concatenation",
     "sequential_pipeline",
     "one_round_discussion",
@@ -748,6 +749,9 @@ HOW_TO_READ = f"""\
   the fitted episodes, so β is the change in normalised turns across the observed consistency range (negative:
   more consistent teams finish in fewer turns) and α the normalised turns at the lowest consistency. Pooled-env
   rows mix the envs' turn budgets; read the per-env rows first.
+- **Conditions.** `untrained` is the seeds' prompt-only team (teammates' drafts visible, collaboration rules in the
+  prompt); `base` is the trained team's own prompts and schedule with the adapters off, so `trained` vs `base` is
+  what training alone changed and `trained` vs `untrained` also includes the difference in prompts.
 - **Degenerate strategies?** What a team that gamed the reward would show: near-identical parts (`duplication`),
   agents with an empty final part, actions that carry only messages or `<done/>`, and (coding) a helper no test
   depends on. Read trained against untrained.

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.study.design import CONDITIONS, StudyDesign, config_hash
+from benchmarks.study.design import CONDITIONS, PRESETS, StudyDesign, config_hash
 from benchmarks.study.episode_log import EpisodeLog
 
 
@@ -83,6 +83,21 @@ def test_conditions_registry_names_the_seeds_three_and_the_other_baselines():
     assert {"trained", "single", "untrained"} <= set(CONDITIONS)
     assert {"naive_concatenation", "sequential_pipeline", "one_round_discussion"} <= set(CONDITIONS)
     assert [c for c in CONDITIONS.values() if c.trained] == [CONDITIONS["trained"]]
+
+
+def test_the_base_condition_is_the_trained_teams_setting_with_the_adapters_off():
+    """``trained`` vs ``base`` isolates training: same schedule, prompts, visibility and env arguments, no adapters."""
+    base, trained = CONDITIONS["base"], CONDITIONS["trained"]
+    assert base.baseline == trained.baseline and not base.trained and not base.single_agent
+    design = small_design(conditions=("trained", "base"))
+    for env in design.envs:
+        assert design.env_kwargs_for(env, "base", 2) == design.env_kwargs_for(env, "trained", 2)
+    assert design.env_kwargs_for("writing", "untrained", 2) != design.env_kwargs_for("writing", "trained", 2)
+    # Paired: every (env, size, task, seed) the trained team plays, the base team plays too.
+    keys = {c: {e.key.split("/", 1)[1] for e in design.plan() if e.condition == c} for c in ("trained", "base")}
+    assert keys["trained"] == keys["base"] and keys["base"]
+    for preset in ("main", "results"):
+        assert {"trained", "untrained", "single", "base"} <= set(PRESETS[preset]["design"]["conditions"])
 
 
 def test_config_hash_changes_with_what_decides_outcomes():

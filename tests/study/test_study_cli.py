@@ -169,3 +169,35 @@ def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_pa
     # The headline: per env, trained's mean and the difference against each other condition (untrained first).
     assert "writing:" in out and "coding:" in out and (tmp_path / "report.md").is_file()
     assert re.search(r"\| metric \| trained \(n = \d+\) \| vs untrained \(n = \d+\) \| vs single", out)
+
+
+@pytest.mark.model
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, capsys):
+    """The main job's path, shortened: the shipped teams (``--adapters builtin`` by default) against the untrained
+    team, one agent and the adapters-off team, paired, with a numeric headline (no ``n/a`` cells)."""
+    from baselines.teams import builtin_team_dir
+
+    argv = ["--preset", "main", "--episodes", "8", "--tasks", "1", "--max-new-tokens", "24", "--similarity", "tfidf",
+            "--out", str(tmp_path)]
+    assert main(argv) == 0
+    rows = logged(tmp_path)
+    assert {r["key"] for r in rows} == planned_keys(argv)
+    assert {r["condition"] for r in rows} == {"trained", "untrained", "single", "base"}
+    record = json.loads((tmp_path / "study.json").read_text())
+    for env in ("writing", "coding"):
+        team = record["teams"][f"{env}-2"]
+        shipped = json.loads((builtin_team_dir(env, 2) / "team.json").read_text())
+        assert team["manifest"] == shipped and len(team["adapters_sha256"]) == 16
+    trained = {r["env"]: r for r in rows if r["condition"] == "trained"}
+    base = {r["env"]: r for r in rows if r["condition"] == "base"}
+    assert set(trained) == set(base) == {"writing", "coding"}
+    for env in trained:  # the same task and seed, and the same roles writing
+        assert (trained[env]["task"], trained[env]["seed"]) == (base[env]["task"], base[env]["seed"])
+        assert set(trained[env]["texts"]) == set(base[env]["texts"]) and trained[env]["num_agents"] == 2
+    out = capsys.readouterr().out
+    assert re.search(r"\| metric \| trained \(n = 1\) \| vs untrained \(n = 1\) \| vs base \(n = 1\) \| vs single", out)
+    team_return = [line for line in out.splitlines() if line.startswith("| team return |")]
+    assert len(team_return) == 2 and not any("n/a" in line for line in team_return)

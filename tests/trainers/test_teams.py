@@ -105,3 +105,36 @@ def test_the_shipped_teams_are_complete() -> None:
     with pytest.raises(ValueError, match="env: expected one of"):
         builtin_team_dir("chess", 2)
     assert BUILTIN == "builtin"
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_load_team_gives_the_shipped_trained_team_ready_to_play() -> None:
+    """``load_team(env, size)``: the shipped adapters on the default model, each role acting from its own
+    observation; the adapters are trained (not their zero initialisation) and change what the model writes."""
+    from peft.utils import get_peft_model_state_dict
+
+    from baselines.policies import ActionRequest, GenerationSettings
+    from baselines.teams import load_team
+
+    policy = load_team("writing_v0", 2, dtype="float32", device="cpu")
+    assert isinstance(policy, AdapterTeamPolicy) and policy.team_dir == builtin_team_dir("writing", 2)
+    assert policy.roles == ["concise", "detailed"]
+    for role in policy.roles:
+        shipped = load_file(str(policy.team_dir / "adapters" / role / "adapter_model.safetensors"))
+        loaded = get_peft_model_state_dict(policy.model, adapter_name=role)
+        assert len(loaded) == len(shipped) == 2 * 2 * 30  # lora A and B on q_proj and v_proj of 30 layers
+        for name, tensor in loaded.items():
+            assert torch.equal(tensor.float(), shipped[name.replace(f".{role}.", ".")].float()), name
+        assert any(float(t.abs().max()) > 0 for k, t in loaded.items() if "lora_B" in k)  # B starts at 0
+    env = make_env("writing", num_agents=2, similarity="tfidf", max_turns=1)
+    env.reset(seed=0, options={"split": "eval"})
+    requests = [ActionRequest.from_messages(agent, env.chat_messages(agent)) for agent in env.agents]
+    greedy = GenerationSettings(temperature=0.0, max_new_tokens=12)
+    texts = policy.act(requests, greedy)
+    assert len(texts) == 2 and all(text.strip() for text in texts)
+    with policy.model.disable_adapter():
+        untrained = policy.act(requests, greedy)
+    assert texts != untrained
+    env.step(dict(zip(env.agents, texts, strict=True)))
+    assert env.state()["turn"] == 1
