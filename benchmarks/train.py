@@ -142,7 +142,7 @@ def apply_cpu_profile(values: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """``llm-marl train``."""
     if args.resume is not None:
-        from trainers import checkpoint
+        from trainers.magrpo import MAGRPOTrainer
 
         extra = {name: getattr(args, name) for name in (*_FLAGS, *_LIST_FLAGS) if getattr(args, name) is not None}
         unknown = sorted(set(extra) - RESUME_OPTIONS) + [name for name in ("config", "dataset") if getattr(args, name)]
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"--resume continues a run as it was configured; only {sorted(RESUME_OPTIONS)} may "
                              f"change (got {unknown})")
         try:
-            trainer = checkpoint.resume(args.resume, **extra)
+            trainer = MAGRPOTrainer.resume(args.resume, **extra)
         except (FileNotFoundError, ValueError) as error:  # no checkpoint; saved by another number of processes
             raise SystemExit(f"llm-marl train: {error}") from None
     else:

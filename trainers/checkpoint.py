@@ -9,8 +9,9 @@ only the last ``keep`` are kept.
 
 In a data-parallel run (:mod:`trainers.distributed`) every rank takes part in :func:`save` (its RNG states are
 gathered; ``rng.pt`` holds rank 0's as in a one-process run plus ``ranks``, each rank's) and rank 0 alone writes; the
-adapters and optimizers are the same on every rank. :func:`resume` gives each rank its own RNG states back, so the
-run must be resumed with the number of processes it was saved with.
+adapters and optimizers are the same on every rank. :func:`restore` gives each rank its own RNG states back, so the
+run must be resumed with the number of processes it was saved with. Building the trainer to resume into is
+:meth:`MAGRPOTrainer.resume <trainers.magrpo.MAGRPOTrainer.resume>`'s job (this module never imports the trainer).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import random
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,44 +142,64 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def resume(directory: str | Path, env_factory: Any = None, **overrides: Any) -> MAGRPOTrainer:
-    """A trainer continuing the run in ``directory`` from its last checkpoint (``overrides``: e.g. ``steps``;
-    ``env_factory``: the same one the run was started with, if any). Under ``torchrun`` every rank calls it."""
-    from trainers.distributed import DataParallel
-    from trainers.generation import TeamModel
-    from trainers.magrpo import MAGRPOTrainer, base_dtype, manifest_base_model, model_sources
+@dataclass
+class SavedState:
+    """What the last checkpoint of a run holds, read back (:func:`load_last`); :meth:`MAGRPOTrainer.resume
+    <trainers.magrpo.MAGRPOTrainer.resume>` builds the trainer from it and :func:`restore` puts the rest in place."""
 
+    path: Path
+    config: TrainerConfig
+    step: int
+    bad_steps: int
+    adapters: dict[str, Path]
+    """Each agent's saved adapter folder."""
+    rng: dict[str, Any]
+    """The RNG states (``ranks``: one per process of a data-parallel run)."""
+
+    @property
+    def saved_ranks(self) -> int:
+        """How many processes wrote the checkpoint."""
+        return len(self.rng.get("ranks", [self.rng]))
+
+    def check_world_size(self, world_size: int) -> None:
+        """A ``ValueError`` unless the run resumes with the number of processes that saved it (each rank continues
+        its own random stream)."""
+        if self.saved_ranks != world_size:
+            raise ValueError(f"{self.path} was saved by {self.saved_ranks} process(es) and this run has {world_size}: "
+                             f"resume with the same number of processes (each continues its own random stream)")
+
+
+def load_last(directory: str | Path, **overrides: Any) -> SavedState:
+    """The last checkpoint of the run in ``directory`` (``overrides``: config fields that may change on resume, e.g.
+    ``steps``); ``FileNotFoundError`` when there is none."""
     directory = Path(directory)
     found = checkpoints(directory)
     if not found:
         raise FileNotFoundError(f"{directory}: no checkpoint to resume from")
     last = found[-1]
     state = json.loads((last / "state.json").read_text(encoding="utf-8"))
-    config = TrainerConfig.from_mapping(state["config"]).replace(**overrides)
-    rng = torch.load(last / "rng.pt", weights_only=False)
-    saved_ranks = len(rng.get("ranks", [rng]))
-    parallel = DataParallel.from_environment()
-    if saved_ranks != parallel.world_size:
-        raise ValueError(f"{last} was saved by {saved_ranks} process(es) and this run has {parallel.world_size}: "
-                         f"resume with the same number of processes (each continues its own random stream)")
     agents = sorted(p.name for p in (last / "adapters").iterdir() if p.is_dir())
-    adapters = {agent: last / "adapters" / agent for agent in agents}
-    model = model_sources(config, agents)
-    team = TeamModel.load(agents, model, dtype=base_dtype(config.dtype, parallel.device), device=parallel.device,
-                          adapters=adapters, seed=config.seed)
-    trainer = MAGRPOTrainer(config, team=team, env_factory=env_factory, base_model=manifest_base_model(config),
-                            parallel=parallel)
-    optimizers = torch.load(last / "optimizers.pt", weights_only=False)
+    return SavedState(path=last, config=TrainerConfig.from_mapping(state["config"]).replace(**overrides),
+                      step=int(state["step"]), bad_steps=int(state["bad_steps"]),
+                      adapters={agent: last / "adapters" / agent for agent in agents},
+                      rng=torch.load(last / "rng.pt", weights_only=False))
+
+
+def restore(trainer: MAGRPOTrainer, saved: SavedState, directory: str | Path) -> None:
+    """Put a checkpoint's optimizer, critic, RNG and step state into ``trainer`` (built on its adapters), and forget
+    the metric rows of steps after it (they will be run again). Every rank of a data-parallel run calls it."""
+    parallel = trainer.parallel
+    saved.check_world_size(parallel.world_size)
+    optimizers = torch.load(saved.path / "optimizers.pt", weights_only=False)
     for agent, optimizer in trainer.optimizers.items():
         optimizer.load_state_dict(optimizers[agent])
     if trainer.critic is not None:
-        trainer.critic.load_state_dict(torch.load(last / "critic.pt", weights_only=False))
-    _set_rng_state(rng["ranks"][parallel.rank] if "ranks" in rng else rng)
-    trainer.step, trainer.bad_steps = int(state["step"]), int(state["bad_steps"])
+        trainer.critic.load_state_dict(torch.load(saved.path / "critic.pt", weights_only=False))
+    _set_rng_state(saved.rng["ranks"][parallel.rank] if "ranks" in saved.rng else saved.rng)
+    trainer.step, trainer.bad_steps = saved.step, saved.bad_steps
     if parallel.is_main:
-        _drop_rows_after(directory / "metrics.jsonl", trainer.step)
+        _drop_rows_after(Path(directory) / "metrics.jsonl", trainer.step)
     parallel.barrier()
-    return trainer
 
 
 def _drop_rows_after(path: Path, step: int) -> None:

@@ -307,6 +307,22 @@ class MAGRPOTrainer:
         self._per_agent_checked = False
 
     # ------------------------------------------------------------------------------------------------- training
+    @classmethod
+    def resume(cls, directory: str | Path, env_factory: Any = None, **overrides: Any) -> MAGRPOTrainer:
+        """A trainer continuing the run in ``directory`` from its last checkpoint (``overrides``: e.g. ``steps``;
+        ``env_factory``: the same one the run was started with, if any). Under ``torchrun`` every rank calls it."""
+        saved = checkpoint.load_last(directory, **overrides)
+        parallel = DataParallel.from_environment()
+        saved.check_world_size(parallel.world_size)  # before the model loads
+        config = saved.config
+        team = TeamModel.load(list(saved.adapters), model_sources(config, list(saved.adapters)),
+                              dtype=base_dtype(config.dtype, parallel.device), device=parallel.device,
+                              adapters=saved.adapters, seed=config.seed)
+        trainer = cls(config, team=team, env_factory=env_factory, base_model=manifest_base_model(config),
+                      parallel=parallel)
+        checkpoint.restore(trainer, saved, directory)
+        return trainer
+
     def train(
         self, steps: int | None = None, on_step: Callable[[dict[str, Any]], None] | None = None
     ) -> list[dict[str, Any]]:

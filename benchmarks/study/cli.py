@@ -288,7 +288,7 @@ def _train_team(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan |
     if found:
         if checkpoint.read_config(run_dir).to_dict() != config.to_dict():
             raise ValueError(f"{run_dir}: trained with another configuration; remove it or use another --out")
-        trainer = checkpoint.resume(run_dir)
+        trainer = MAGRPOTrainer.resume(run_dir)
         if trainer.step >= config.steps and (run_dir / "team.json").is_file():
             print(f"[study] team {env}-{size}: trained ({trainer.step} steps) in {run_dir}", flush=True)
             return run_dir

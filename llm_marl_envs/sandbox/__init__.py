@@ -10,16 +10,8 @@ rlimits; not isolation) and ``"auto"`` (Docker when an engine and the image answ
 file for the threat model and the guarantees of each backend.
 """
 
-from llm_marl_envs.sandbox.executor import (
-    BACKENDS,
-    CachingExecutor,
-    Executor,
-    docker_available,
-    make_executor,
-    run_tests,
-    shared_executor,
-    verdict_key,
-)
+from llm_marl_envs.sandbox.backends import docker_available, make_executor, run_tests, shared_executor
+from llm_marl_envs.sandbox.executor import BACKENDS, CachingExecutor, Executor, verdict_key
 from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
 from llm_marl_envs.sandbox.splitting import split_tests
 from llm_marl_envs.sandbox.types import STATUSES, SandboxError, SandboxLimits, TestJob, TestOutcome, TestReport

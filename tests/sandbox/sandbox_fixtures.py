@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from llm_marl_envs.sandbox import Executor, SandboxLimits, make_executor
-from llm_marl_envs.sandbox.executor import docker_available
+from llm_marl_envs.sandbox.backends import docker_available
 
 HOSTILE_LIMITS = SandboxLimits(timeout_s=1.5, memory_mb=256)
 HARNESS_MARKER = b"supervisor_main()"

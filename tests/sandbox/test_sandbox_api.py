@@ -120,7 +120,7 @@ def test_bad_input_is_refused_clearly() -> None:
 
 
 def test_run_tests_one_shot_reuses_a_module_level_executor() -> None:
-    from llm_marl_envs.sandbox import executor as executor_module
+    from llm_marl_envs.sandbox import backends as executor_module
 
     report = run_tests(ADD, ["assert add(2, 2) == 4"], backend="local", timeout_s=2.0)
     assert report.all_passed and report.backend == "local"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from letter_env import LetterEnv
 
-from trainers import checkpoint, magrpo
+from trainers import magrpo
 from trainers.config import TrainerConfig
 from trainers.magrpo import MAGRPOTrainer
 
@@ -80,7 +80,7 @@ def main(model_dir: str, out: Path) -> None:
     interrupted = MAGRPOTrainer(config(model_dir, out / "interrupted", steps=2),
                                 env_factory=LetterEnv)
     interrupted.train()
-    resumed = checkpoint.resume(out / "interrupted", env_factory=LetterEnv, steps=3)
+    resumed = MAGRPOTrainer.resume(out / "interrupted", env_factory=LetterEnv, steps=3)
     assert resumed.step == 2, resumed.step
     resumed.train()
 

@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 from baseline_helpers import tiny_model
 
 from llm_marl_envs.rollout import AgentStep, TreeNode
-from trainers import checkpoint
 from trainers.advantages import value_targets
 from trainers.config import TrainerConfig
 from trainers.critic import state_text
@@ -115,7 +114,7 @@ def test_a_run_with_a_critic_fits_it_checkpoints_it_and_resumes_exactly(tmp_path
 
     interrupted = MAGRPOTrainer(_config(tmp_path / "b", model_dir, steps=2))
     interrupted.train()
-    resumed = checkpoint.resume(tmp_path / "b" / "run", steps=4)
+    resumed = MAGRPOTrainer.resume(tmp_path / "b" / "run", steps=4)
     resumed.train()
 
     def record(folder: Path) -> list[tuple]:

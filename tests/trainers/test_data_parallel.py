@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_parallel_worker import config as worker_config
 from letter_env import LetterEnv
 
-from trainers import checkpoint
 from trainers.advantages import reward_metrics
 from trainers.distributed import DataParallel
 from trainers.magrpo import MAGRPOTrainer, batch_samples
@@ -134,7 +133,7 @@ def test_the_ranks_train_one_critic(two_ranks: Path) -> None:
 
 def test_a_run_resumes_only_with_the_processes_it_was_saved_with(two_ranks: Path) -> None:
     with pytest.raises(ValueError, match="saved by 2 process"):
-        checkpoint.resume(two_ranks / "interrupted", env_factory=LetterEnv)
+        MAGRPOTrainer.resume(two_ranks / "interrupted", env_factory=LetterEnv)
 
 
 def test_a_step_that_does_not_split_over_the_ranks_is_refused_before_loading(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from letter_env import LetterEnv
 
 from benchmarks import cli
 from llm_marl_envs.rollout import AgentStep, TreeNode
-from trainers import checkpoint
 from trainers.config import TrainerConfig
 from trainers.generation import LoraSettings, TeamModel
 from trainers.magrpo import MAGRPOTrainer, NonFiniteLossError, agent_node_returns, batch_samples, tree_samples
@@ -131,7 +130,7 @@ def test_resume_repeats_the_uninterrupted_run(tmp_path: Path, model_dir: Path) -
     straight.train()
     interrupted = MAGRPOTrainer(_config(tmp_path / "b", model=str(model_dir), steps=2), env_factory=LetterEnv)
     interrupted.train()
-    resumed = checkpoint.resume(tmp_path / "b" / "run", env_factory=LetterEnv, steps=4)
+    resumed = MAGRPOTrainer.resume(tmp_path / "b" / "run", env_factory=LetterEnv, steps=4)
     assert resumed.step == 2
     resumed.train()
 
@@ -279,7 +278,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run_with_a_resumable_checkp
     assert _same(states[2], states[3]) and _same(states[2], states[5])  # ... skipped ones leave them as they were
     assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-000002", "checkpoint-000004"]
     # The last checkpoint loads (adapters as after step 2) and, with the reward fixed, the run goes on.
-    resumed = checkpoint.resume(run, env_factory=LetterEnv, steps=6)
+    resumed = MAGRPOTrainer.resume(run, env_factory=LetterEnv, steps=6)
     assert (resumed.step, resumed.bad_steps) == (4, 2) and _same(_adapter_state(resumed), states[2])
     more = resumed.train()
     assert [(r["step"], r["skipped"]) for r in more] == [(5, False), (6, False)]
@@ -434,7 +433,7 @@ def test_a_heterogeneous_team_trains_one_base_per_agent_from_the_config(
     assert not torch.equal(first.model.embed_tokens.weight, second.model.embed_tokens.weight)
     rows = trainer.train()
     assert [r["step"] for r in rows] == [1, 2] and not (tmp_path / "run" / "team.json").exists()
-    resumed = checkpoint.resume(tmp_path / "run", env_factory=LetterEnv, steps=3)
+    resumed = MAGRPOTrainer.resume(tmp_path / "run", env_factory=LetterEnv, steps=3)
     assert resumed.team.heterogeneous and resumed.step == 2
     assert [r["step"] for r in resumed.train()] == [3]
 
