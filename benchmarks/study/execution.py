@@ -185,6 +185,7 @@ def episode_row(
         # carry only messages or <done/>, and (coding teams) whether any test depends on the helper at all.
         "empty_parts": sum(not text.strip() for text in drafts.values()) / len(drafts) if drafts else None,
         "protocol_only_actions": (sum(not draft_part(a) for a in actions) / len(actions)) if actions else None,
+        "echoed_scaffolding": echoed_scaffolding(drafts),
         "helper_load_bearing": (float(dependent.get("aux", 0) > 0)
                                 if team and isinstance(dependent, Mapping) and "aux" in dependent else None),
         "similarity_backend": info.get("details", {}).get("similarity_backend"),
@@ -194,6 +195,16 @@ def episode_row(
         "wall_time_s": round(wall_time_s, 3),
         "worker": worker,
     }
+
+
+def echoed_scaffolding(drafts: Mapping[str, str]) -> float | None:
+    """The share of final parts that copy a label of the observation's scaffolding (``Feedback on your draft:``...)
+    instead of only writing the part (:func:`llm_marl_envs.core.observation.echoes_scaffolding`); None without
+    parts."""
+    from llm_marl_envs.core.observation import echoes_scaffolding
+
+    texts = [text for text in drafts.values() if isinstance(text, str)]
+    return sum(echoes_scaffolding(text) for text in texts) / len(texts) if texts else None
 
 
 def _number(value: Any) -> float | None:

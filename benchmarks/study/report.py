@@ -30,6 +30,7 @@ from typing import Any
 
 from benchmarks.study import stats
 from benchmarks.study.episode_log import LOG_NAME
+from benchmarks.study.execution import echoed_scaffolding
 from llm_marl_envs.registry import ENV_NAMES
 
 __all__ = [
@@ -65,10 +66,12 @@ METRICS: tuple[str, ...] = (
     "duplication",
     "empty_parts",
     "protocol_only_actions",
+    "echoed_scaffolding",
     "helper_load_bearing",
 )
 # Drift into a degenerate strategy would show here, trained against untrained (see DEGENERACY_METRICS' labels).
-DEGENERACY_METRICS: tuple[str, ...] = ("duplication", "empty_parts", "protocol_only_actions", "helper_load_bearing")
+DEGENERACY_METRICS: tuple[str, ...] = ("duplication", "empty_parts", "protocol_only_actions", "echoed_scaffolding",
+                                       "helper_load_bearing")
 # The printed headline: per env, trained against each condition, each cell a difference with its 95 % CI and p.
 EFFECT_METRICS: tuple[str, ...] = (
     "team_return",
@@ -93,6 +96,7 @@ LABELS: dict[str, str] = {
     "duplication": "duplication (near-identical parts)",
     "empty_parts": "empty parts (share of agents)",
     "protocol_only_actions": "actions with no draft (only messages/done)",
+    "echoed_scaffolding": "parts echoing the prompt's scaffolding",
     "helper_load_bearing": "helper load-bearing (coding: a test fails without aux)",
 }
 # A figure resting on fewer episodes than this is flagged (†): its interval is wide and its test weak.
@@ -181,6 +185,9 @@ def clean_rows(raw: Iterable[object], malformed: int = 0, source: str = "") -> L
             continue
         assert isinstance(row, Mapping)  # narrowed by _row_ok
         row = {**row, "task": str(row["task"])}  # a copy: the caller's rows are never modified
+        if "echoed_scaffolding" not in row and isinstance(row.get("texts"), Mapping):
+            # Logs written before the column existed: derived from the final parts they logged.
+            row["echoed_scaffolding"] = echoed_scaffolding(row["texts"])
         key = _row_key(row)
         if key in by_key:
             duplicates += 1

@@ -35,6 +35,20 @@ MAX_INBOX_MESSAGES = 8
 
 TRUNCATION_MARKER = " [... text cut ...]"
 
+OWN_DRAFT_LABEL = "Your draft so far:"
+FEEDBACK_LABEL = "Feedback on your draft:"
+INBOX_LABEL = "Messages to you:"
+TEAM_DRAFTS_LABEL = "Your teammates' current drafts:"
+CONTEXT_LABELS: tuple[str, ...] = (OWN_DRAFT_LABEL, FEEDBACK_LABEL, INBOX_LABEL, TEAM_DRAFTS_LABEL)
+"""The labels of an observation's context paragraphs. A reply that repeats one on a line of its own copied the
+observation's scaffolding instead of writing its part (:func:`echoes_scaffolding`)."""
+
+
+def echoes_scaffolding(text: str) -> bool:
+    """Whether ``text`` (an agent's draft) contains one of :data:`CONTEXT_LABELS` as a line of its own: a small model
+    echoing its observation (seen with SmolLM2-135M at turn 2: ``Feedback on your draft:`` and its own draft again)."""
+    return any(line.strip() in CONTEXT_LABELS for line in text.splitlines())
+
 
 @dataclass(frozen=True)
 class ObservationParts:
@@ -61,16 +75,16 @@ def render_observation(parts: ObservationParts, max_chars: int) -> str:
     """
     context: list[str] = []
     if parts.own_draft:
-        context.append(f"Your draft so far:\n{parts.own_draft}")
+        context.append(f"{OWN_DRAFT_LABEL}\n{parts.own_draft}")
     if parts.feedback:
-        context.append(f"Feedback on your draft:\n{parts.feedback}")
+        context.append(f"{FEEDBACK_LABEL}\n{parts.feedback}")
     if parts.inbox:
         lines = [f"From {m.sender} (turn {m.turn}): {m.text}" for m in parts.inbox[-MAX_INBOX_MESSAGES:]]
-        context.append("Messages to you:\n" + "\n".join(lines))
+        context.append(f"{INBOX_LABEL}\n" + "\n".join(lines))
     if parts.teammate_drafts is not None:
         drafts = [f"{name} wrote:\n{text}" if text else f"{name} has written nothing yet."
                   for name, text in parts.teammate_drafts.items()]
-        context.append("Your teammates' current drafts:\n" + "\n\n".join(drafts))
+        context.append(f"{TEAM_DRAFTS_LABEL}\n" + "\n\n".join(drafts))
 
     team = (f"You are the {parts.role_title.lower()} ({parts.agent}) in a team with {', '.join(parts.teammates)}."
             if parts.teammates else f"You are the {parts.role_title.lower()} ({parts.agent}), working alone.")

@@ -66,6 +66,7 @@ def episode(condition: str, env: str, size: int, t: int, s: int) -> dict[str, An
         "duplication": dup,
         "empty_parts": 0.0 if condition == "trained" else 0.5 * parity,
         "protocol_only_actions": 0.1 * s,
+        "echoed_scaffolding": 0.0 if condition == "trained" else 0.5 * (t % 2),
         "helper_load_bearing": (1.0 if condition == "trained" else float(t == 0))
         if env == "coding" and condition != "single" else None,
         "end_reason": "done",
@@ -451,3 +452,22 @@ def test_main_rebuilds_and_fails_clearly(tmp_path: Path, capsys: pytest.CaptureF
     # Size 2 only: trained turns 2 + parity -> 2.5, untrained 8 + parity -> 8.5; 8.5 / 2.5 = 3.4x fewer.
     assert "trained vs untrained" in out and "3.40x fewer" in out
     assert (good / "report.md").exists()
+
+
+def test_echoed_scaffolding_is_logged_or_derived_from_the_logged_parts() -> None:
+    """A part that copies an observation label (``Feedback on your draft:``) on a line of its own echoes the prompt;
+    the same words inside a sentence do not. Logs written before the column existed get it from their texts."""
+    from benchmarks.study.execution import echoed_scaffolding
+    from llm_marl_envs.core.observation import CONTEXT_LABELS, FEEDBACK_LABEL, echoes_scaffolding
+
+    echo = f"The council closed the bridge.\n\n{FEEDBACK_LABEL}\nThe council closed the bridge."
+    assert echoes_scaffolding(echo) and all(echoes_scaffolding(f"x\n  {label}  \ny") for label in CONTEXT_LABELS)
+    assert not echoes_scaffolding("The feedback on your draft: it was short.")
+    assert echoed_scaffolding({"a": echo, "b": "A plain part."}) == 0.5 and echoed_scaffolding({}) is None
+    old = episode("trained", "writing", 2, 0, 0)
+    del old["echoed_scaffolding"]
+    old["texts"] = {"concise": echo, "detailed": "Fine."}
+    new = {**episode("trained", "writing", 2, 1, 0), "echoed_scaffolding": 0.0}
+    rows = report.clean_rows([old, new]).rows
+    assert [r["echoed_scaffolding"] for r in rows] == [0.5, 0.0] and "echoed_scaffolding" not in old
+    assert "echoed_scaffolding" in report.DEGENERACY_METRICS
