@@ -7,8 +7,9 @@ trained team plays), and reports per env:
 
 - writing: the share of episodes with quality > 0 (a part echoing the prompt's scaffolding, a copied lead or a
   repeated sentence scores 0), and the mean quality;
-- coding: the share of final programs that parse and define the entry point (the env's ``syntax`` term), and the
-  mean held-out pass rate.
+- coding: the share of final programs that parse and define the entry point (the env's ``syntax`` term), the mean
+  held-out pass rate, and (teams) the share of episodes whose helper agent's part defines ``aux`` at all — the
+  helper can only count for the team (be load-bearing) when it does.
 
 Sampling as in the study (temperature 0.7, top-p 0.95, seeded); new tokens: each env's budget for its roles unless
 ``--max-new-tokens`` says otherwise. The same command measured the prompts before and after they were rewritten for
@@ -50,12 +51,18 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
     started = time.perf_counter()
     results = run_episodes(baseline, env, policy, settings, seeds=range(episodes), num_agents=num_agents,
                            split=split, max_turns=2, env_kwargs={"similarity": "tfidf"}, records=False)
+    from llm_marl_envs.envs.coding.program import defined_functions
+    from llm_marl_envs.envs.coding.roles import HELPER_NAME
+
     rows = []
     for result in results:
         terms = result.trajectory.final_info.get("quality_terms", {}) if result.trajectory else {}
+        drafts = dict(result.trajectory.final_drafts) if result.trajectory else {}
         rows.append({"task": result.task_id, "quality": result.quality, "playable": (
             result.quality > 0 if env == "writing" else bool(terms.get("syntax", 0.0) > 0)),
-            "pass_rate": terms.get("pass_rate")})
+            "pass_rate": terms.get("pass_rate"),
+            "helper_defined": (HELPER_NAME in defined_functions(drafts[HELPER_NAME])
+                               if env == "coding" and HELPER_NAME in drafts else None)})
     playable = sum(row["playable"] for row in rows) / len(rows)
     figures = {"env": env, "condition": baseline, "num_agents": num_agents, "episodes": len(rows),
                "max_new_tokens": tokens, "playable_share": playable,
@@ -63,6 +70,8 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
                "wall_s": time.perf_counter() - started, "episodes_detail": rows}
     if env == "coding":
         figures["mean_pass_rate"] = sum(r["pass_rate"] or 0.0 for r in rows) / len(rows)
+        helpers = [r["helper_defined"] for r in rows if r["helper_defined"] is not None]
+        figures["helper_defined_share"] = sum(helpers) / len(helpers) if helpers else None
     return figures
 
 
@@ -92,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures.append(row)
             what = "quality > 0" if env == "writing" else "programs that parse and define the entry point"
             extra = f", mean pass rate {row['mean_pass_rate']:.3f}" if env == "coding" else ""
+            if row.get("helper_defined_share") is not None:
+                extra += f", helper part defines aux in {row['helper_defined_share']:.0%}"
             print(f"[default_team] {env} {label}: {row['playable_share']:.0%} {what} ({row['episodes']} episodes, "
                   f"{row['max_new_tokens']} tokens), mean quality {row['mean_quality']:.3f}{extra}, "
                   f"{row['wall_s']:.0f} s", flush=True)
