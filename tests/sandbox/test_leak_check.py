@@ -21,8 +21,9 @@ def test_dozens_of_coding_episodes_leave_nothing_behind(backend: str) -> None:
     assert result["backend"] == backend and result["episodes"] == 24
     assert result["programs"] >= 24 * 4  # 2 agents x 2 turns per episode, hostile ones among them
     assert result["leaks"] == [], result["grew"]
+    pool = 2 * (os.cpu_count() or 2)  # the Docker executor's default pool size
+    assert result["socket_bound"] == (2 * pool if backend == "docker" else 0)
     if backend == "docker":
-        pool = 2 * (os.cpu_count() or 2)  # the Docker executor's default pool size
         assert result["after"]["containers"] is not None and result["after"]["containers"] <= pool
 
 
@@ -33,6 +34,25 @@ def test_only_growth_counts_as_a_leak() -> None:
     assert leak_check.leaks_in(grew) == []
     assert leak_check.leaks_in({**grew, "threads": 1, "temp_entries": ["llm-marl-x"]}) == ["temp_entries", "threads"]
     assert leak_check.leaks_in({**grew, "containers": None}) == []
+    # Sockets move with the Docker pool (a container replaced mid-run): growth within the bound is not a leak.
+    assert leak_check.leaks_in({**grew, "open_sockets": 2}, sockets_allowed=8) == []
+    assert leak_check.leaks_in({**grew, "open_sockets": 9}, sockets_allowed=8) == ["open_sockets"]
+    assert leak_check.leaks_in({**grew, "open_sockets": 1}) == ["open_sockets"]  # the local backend holds none
+    assert leak_check.leaks_in({**grew, "open_fds": 1}, sockets_allowed=8) == ["open_fds"]  # files and pipes: none
+
+
+def test_the_socket_bound_is_the_docker_pool() -> None:
+    class Docker:
+        backend, pool_size = "docker", 4
+
+    class Cached:  # the shared executor wraps the backend in a verdict cache
+        inner = Docker()
+
+    class Local:
+        backend = "local"
+
+    assert leak_check.socket_bound(Cached()) == leak_check.socket_bound(Docker()) == 8
+    assert leak_check.socket_bound(Local()) == 0
 
 
 def test_the_catalogue_spares_only_what_would_attack_the_caller() -> None:
