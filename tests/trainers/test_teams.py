@@ -91,7 +91,8 @@ def test_the_shipped_teams_are_complete() -> None:
     assert {("writing", 2), ("coding", 2)} <= set(teams)
     for (env, size), folder in teams.items():
         manifest = load_team_manifest(folder)
-        agents = make_env(env, num_agents=size, similarity="tfidf", executor="local").possible_agents
+        extra = {"executor": "local"} if env == "coding" else {}
+        agents = make_env(env, num_agents=size, similarity="tfidf", **extra).possible_agents
         assert list(manifest.roles) == list(agents) and manifest.base_model == "SmolLM2-135M-Instruct"
         for name in ("metrics.jsonl", "untrained.jsonl", "curve.png", "recipe.yaml"):
             assert (folder / name).is_file(), f"{folder.name} lacks {name}"
