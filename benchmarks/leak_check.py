@@ -79,15 +79,16 @@ def snapshot(executor: Any = None) -> dict[str, Any]:
             containers = len(client.api.containers(all=True, filters={"label": f"{LABEL}={backend.instance}"}))
         finally:
             client.close()
-    sockets = 0
+    files = sockets = 0
     for fd in os.listdir("/proc/self/fd"):
         try:
-            sockets += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-        except OSError:  # closed since the listing (the one listing the directory, among others)
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed since the listing (the one that listed the directory, among others)
             continue
-    return {"temp_entries": sorted(temp), "open_fds": len(os.listdir("/proc/self/fd")) - sockets,
-            "open_sockets": sockets, "threads": threading.active_count(), "children": len(children),
-            "containers": containers}
+        sockets += target.startswith("socket:")
+        files += not target.startswith("socket:")
+    return {"temp_entries": sorted(temp), "open_files": files, "open_sockets": sockets,
+            "threads": threading.active_count(), "children": len(children), "containers": containers}
 
 
 def socket_bound(executor: Any) -> int:
@@ -147,7 +148,7 @@ def run(episodes: int, executor_name: str, timeout_s: float, settle_s: float = 3
     after = snapshot(executor)
     grew = {
         "temp_entries": sorted(set(after["temp_entries"]) - set(before["temp_entries"])),
-        **{key: after[key] - before[key] for key in ("open_fds", "open_sockets", "threads", "children")},
+        **{key: after[key] - before[key] for key in ("open_files", "open_sockets", "threads", "children")},
         "containers": None if after["containers"] is None else after["containers"] - before["containers"],
     }
     bound = socket_bound(executor)
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[leak_check] {args.episodes} coding episodes (2 agents, 2 turns) in batches of {BATCH}, executor "
           f"{args.executor}, each program limited to {args.timeout_s:g} s", flush=True)
     result = run(args.episodes, args.executor, args.timeout_s)
-    for key in ("temp_entries", "open_fds", "open_sockets", "threads", "children", "containers"):
+    for key in ("temp_entries", "open_files", "open_sockets", "threads", "children", "containers"):
         before, after = result["before"][key], result["after"][key]
         shown = (len(before), len(after)) if isinstance(before, list) else (before, after)
         print(f"  {key}: {shown[0]} -> {shown[1]}" + ("   LEAK" if key in result["leaks"] else ""))

@@ -30,7 +30,7 @@ def test_dozens_of_coding_episodes_leave_nothing_behind(backend: str) -> None:
 def test_only_growth_counts_as_a_leak() -> None:
     # Closing the envs frees pooled containers and descriptors: fewer after than before is not a leak (CI once
     # failed on open_fds -1 and containers -N).
-    grew = {"temp_entries": [], "open_fds": -1, "threads": 0, "children": 0, "containers": -4}
+    grew = {"temp_entries": [], "open_files": -1, "open_sockets": -2, "threads": 0, "children": 0, "containers": -4}
     assert leak_check.leaks_in(grew) == []
     assert leak_check.leaks_in({**grew, "threads": 1, "temp_entries": ["llm-marl-x"]}) == ["temp_entries", "threads"]
     assert leak_check.leaks_in({**grew, "containers": None}) == []
@@ -38,7 +38,7 @@ def test_only_growth_counts_as_a_leak() -> None:
     assert leak_check.leaks_in({**grew, "open_sockets": 2}, sockets_allowed=8) == []
     assert leak_check.leaks_in({**grew, "open_sockets": 9}, sockets_allowed=8) == ["open_sockets"]
     assert leak_check.leaks_in({**grew, "open_sockets": 1}) == ["open_sockets"]  # the local backend holds none
-    assert leak_check.leaks_in({**grew, "open_fds": 1}, sockets_allowed=8) == ["open_fds"]  # files and pipes: none
+    assert leak_check.leaks_in({**grew, "open_files": 1}, sockets_allowed=8) == ["open_files"]  # files, pipes: none
 
 
 def test_the_socket_bound_is_the_docker_pool() -> None:
