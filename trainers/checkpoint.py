@@ -185,9 +185,9 @@ def load_last(directory: str | Path, **overrides: Any) -> SavedState:
                       rng=torch.load(last / "rng.pt", weights_only=False))
 
 
-def restore(trainer: MAGRPOTrainer, saved: SavedState, directory: str | Path) -> None:
+def restore(trainer: MAGRPOTrainer, saved: SavedState) -> None:
     """Put a checkpoint's optimizer, critic, RNG and step state into ``trainer`` (built on its adapters), and forget
-    the metric rows of steps after it (they will be run again). Every rank of a data-parallel run calls it."""
+    the run's metric rows of steps after it (they will be run again). Every rank of a data-parallel run calls it."""
     parallel = trainer.parallel
     saved.check_world_size(parallel.world_size)
     optimizers = torch.load(saved.path / "optimizers.pt", weights_only=False)
@@ -198,7 +198,7 @@ def restore(trainer: MAGRPOTrainer, saved: SavedState, directory: str | Path) ->
     _set_rng_state(saved.rng["ranks"][parallel.rank] if "ranks" in saved.rng else saved.rng)
     trainer.step, trainer.bad_steps = saved.step, saved.bad_steps
     if parallel.is_main:
-        _drop_rows_after(Path(directory) / "metrics.jsonl", trainer.step)
+        _drop_rows_after(saved.path.parent / "metrics.jsonl", trainer.step)  # the run folder holds its checkpoints
     parallel.barrier()
 
 

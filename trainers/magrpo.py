@@ -320,7 +320,7 @@ class MAGRPOTrainer:
                               adapters=saved.adapters, seed=config.seed)
         trainer = cls(config, team=team, env_factory=env_factory, base_model=manifest_base_model(config),
                       parallel=parallel)
-        checkpoint.restore(trainer, saved, directory)
+        checkpoint.restore(trainer, saved)
         return trainer
 
     def train(
