@@ -17,6 +17,10 @@ baseline                 max_turns   observability  schedule
 ``prompt_collaboration`` 3 (option)  team           multi-turn dialogue under fixed rules (messages, ``<done/>``)
 =======================  ==========  =============  ===========================================================
 
+Beside the five, :data:`SINGLE_MULTITURN` (``single_agent_multiturn``) is one agent on the env's own prompts with a
+team's turn budget (option), feedback and endings: it may refine its answer and end early. The study compares teams
+with it on the same footing; ``single_agent`` stays MAGRPO's one-shot single agent.
+
 :func:`run_episodes` runs several episodes in lockstep, so one policy call serves every live agent of every episode
 (batched generation across agents and episodes). Its optional ``on_turn(episode_index, turn)`` and
 ``on_episode(result)`` callbacks report progress as it goes (``llm-marl demo`` draws its progress bar with them).
@@ -165,13 +169,26 @@ PLAIN = Baseline("plain", "each agent acts on its raw observation (the env's own
                  "local", EnvSchedule(), turns_adjustable=True)
 """Not a baseline of the study: the minimal local-model loop ``llm-marl demo`` runs without ``--baseline``."""
 
+SINGLE_MULTITURN = Baseline(
+    "single_agent_multiturn",
+    "one agent does the whole task with a team's turn budget, feedback and endings (it may refine and end early)",
+    4, "local", EnvSchedule(), single_agent=True, turns_adjustable=True,
+)
+"""One agent (role ``solo``) on the env's own prompts, as a team's agents play them (the trained team's schedule):
+the env's feedback after each turn and its early endings (``<done/>``, a solved task) apply to it as to a team, so a
+study can compare a team with one agent on turns and latency, not only on a one-shot answer. Not one of the five
+(``llm-marl demo`` does not list it): the study's ``single`` condition."""
+
+_EXTRA: dict[str, Baseline] = {spec.name: spec for spec in (PLAIN, SINGLE_MULTITURN)}
+
 
 def get_baseline(name: str) -> Baseline:
-    """The baseline called ``name`` (``"plain"`` included), or a ValueError listing the names."""
-    if name == PLAIN.name:
-        return PLAIN
+    """The baseline called ``name`` (``"plain"`` and ``"single_agent_multiturn"`` included), or a ValueError listing
+    the names."""
+    if name in _EXTRA:
+        return _EXTRA[name]
     if name not in BASELINES:
-        raise ValueError(f"baseline: expected one of {tuple(BASELINES)}, got {name!r}")
+        raise ValueError(f"baseline: expected one of {(*BASELINES, *_EXTRA)}, got {name!r}")
     return BASELINES[name]
 
 

@@ -1,17 +1,17 @@
 """The one progress display of the command line: units done of a total, elapsed time and an ETA.
 
-Every long command uses it — ``llm-marl train`` (steps), ``llm-marl bench study`` (episodes), ``llm-marl demo``
-(turns of lockstep episodes). On a terminal with ``rich`` (the ``[cli]`` extra) it draws one live bar; otherwise (no
-``rich``, or the stream is a pipe, a file or a CI log, where a redrawn bar turns into garbage) it prints one plain
-line per update. The ETA is the pace since the first update, because the time before it is mostly one-off set-up
-(loading a model, building envs).
-"""
+Every long command uses it — ``llm-marl train`` (steps), ``llm-marl bench study`` (turns of its lockstep batches,
+with episodes done), ``llm-marl demo`` (turns of lockstep episodes). On a terminal with ``rich`` (the ``[cli]``
+extra) it draws one live bar; otherwise (no ``rich``, or the stream is a pipe, a file or a CI log, where a redrawn bar
+turns into garbage) it prints one plain line per update. The ETA is the pace since the first update, because the
+time before it is mostly one-off set-up (loading a model, building envs)."""
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -164,6 +164,73 @@ class EpisodeProgress(Progress):
 
     def _counts(self) -> str:
         return f"{self.episodes_done}/{self.total_episodes} episodes · {self.turns_done} turns"
+
+
+@dataclass(frozen=True)
+class LockstepTurn:
+    """One turn of a lockstep batch of episodes, as the study's runner reports it once every episode of the batch
+    that was still playing has stepped."""
+
+    label: str
+    """What the batch plays (e.g. ``coding: untrained + single``)."""
+    turn: int
+    """The turn just played (1-based)."""
+    played: int
+    """Episodes that played this turn."""
+    ended: int
+    """Of them, the episodes that ended with it."""
+    unused_turns: int
+    """Turns of their budgets that the episodes ending now did not use."""
+    batch_done: int
+    """Episodes of the batch ended so far."""
+    batch_size: int
+    """Episodes in the batch."""
+
+
+class StudyProgress(Progress):
+    """A study's progress in turns: each planned episode is budgeted its turn budget, every played turn counts one and
+    an episode that ends early is credited the turns it did not use, so the bar ends at 100 % and the ETA comes from
+    the pace of measured turns. One plain line per turn of a running batch (:meth:`on_turn`), not per batch: a batch
+    of long episodes shows it is moving within seconds of its first turn.
+
+    ``budgets``: the turn budget of every planned episode; ``done``: those of the episodes already logged (a resume).
+    """
+
+    def __init__(self, budgets: Sequence[int], done: Sequence[int] = (), **kwargs: Any) -> None:
+        kwargs.setdefault("tag", "study")
+        super().__init__(sum(budgets), "turn", initial=sum(done), **kwargs)
+        self.episodes_total = len(budgets)
+        self.episodes_done = self.episodes_before = len(done)
+        self.turns_played = 0
+
+    def on_turn(self, turn: LockstepTurn) -> None:
+        """A lockstep batch played one turn (the runner's per-turn callback)."""
+        self.turns_played += turn.played
+        self.episodes_done += turn.ended
+        ended = f", {turn.ended} ended" if turn.ended else ""
+        self.advance(turn.played + turn.unused_turns, f"{turn.label} turn {turn.turn}",
+                     f": {turn.played} episodes played it{ended} ({turn.batch_done}/{turn.batch_size} of the batch "
+                     "done)", counts=self._counts())
+
+    def episodes_logged(self, budgets: Sequence[int], label: str, turns: Sequence[int] = ()) -> None:
+        """Episodes finished elsewhere (Ray workers report rows, not turns): each counts its whole budget."""
+        if not budgets:
+            return
+        self.turns_played += sum(turns)
+        self.episodes_done += len(budgets)
+        self.advance(sum(budgets), label, f": {len(budgets)} episodes logged", counts=self._counts())
+
+    def rates(self) -> tuple[float, float] | None:
+        """(episodes, turns played) per minute in this run so far; None before any time has passed."""
+        elapsed = self.clock() - self.start
+        if elapsed <= 0:
+            return None
+        return (self.episodes_done - self.episodes_before) / elapsed * 60, self.turns_played / elapsed * 60
+
+    def _counts(self) -> str:
+        rates = self.rates()
+        pace = f" · {rates[0]:.1f} episodes/min, {rates[1]:.1f} turns/min" if rates else ""
+        return f"{self.episodes_done}/{self.episodes_total} episodes · {self.turns_played} turns played{pace}"
 
 
 def duration(seconds: float) -> str:

@@ -1,20 +1,23 @@
 """``llm-marl bench study`` (``python -m benchmarks.study``): reproduce the seeds' 6,000-episode experiment.
 
 Conditions (``--conditions``): ``trained`` (the CTDE-trained team: one LoRA adapter per role from the MAGRPO trainer,
-each agent acting on its own observation), ``single`` (one agent does everything) and ``untrained`` (the same team
-size, prompt-based multi-turn collaboration, no learning) — the seeds' three — plus ``base`` (the trained team's own
-prompts with the adapters off: what training alone changed), ``naive_concatenation``, ``sequential_pipeline`` and
-``one_round_discussion``. Defaults reproduce the design: 6,000 episodes over both envs ×
-team sizes {2, 3, 4} × conditions × held-out tasks × seeds. The trained condition needs ``--adapters DIR`` (team
-directories written by ``llm-marl train``, one per env and team size) or ``--train`` (train them first, into
-``OUT/teams/``). ``--preset smoke`` is a small design that trains briefly and evaluates the three conditions in
-minutes on 2 CPU cores; ``--policy scripted`` runs any design without a model (to check the machinery).
+each agent acting on its own observation), ``single`` (one agent does everything, with the same turn budget, feedback
+and endings as the teams) and ``untrained`` (the same team size, prompt-based multi-turn collaboration, no learning)
+— the seeds' three — plus ``base`` (the trained team's own prompts with the adapters off: what training alone
+changed), ``single_oneshot`` (MAGRPO's one-turn single agent), ``naive_concatenation``, ``sequential_pipeline`` and
+``one_round_discussion``. Every multi-turn condition plays the same turn budget (``--max-turns``, 4). Defaults
+reproduce the design: 6,000 episodes over both envs × team sizes {2, 3, 4} × conditions × held-out tasks × seeds.
+The trained condition needs ``--adapters DIR`` (team directories written by ``llm-marl train``, one per env and team
+size; ``builtin``: the shipped teams, and a size none ships plays without the trained condition) or ``--train``
+(train them first, into ``OUT/teams/``). ``--preset smoke`` is a small design that trains briefly and evaluates the
+three conditions in minutes on 2 CPU cores; ``--policy scripted`` runs any design without a model (to check the
+machinery).
 
 Every episode is appended to ``OUT/episodes.jsonl`` as it ends (flushed and fsync-ed); running the same command
-again resumes — nothing lost, nothing run twice, also after a SIGKILL. ``OUT/study.json`` records the design, the
-policy, the config hash and the package versions; ``OUT/report.md`` (+ CSV, PNG) is written at the end, and
-``llm-marl bench report OUT`` rebuilds it from the log. ``--ray-address auto|HOST:PORT`` runs the batches as Ray
-tasks on a cluster.
+again resumes — nothing lost, nothing run twice, also after SIGKILL. A progress line comes once per turn of the
+running batch (episodes done, turns played, rate, ETA). ``OUT/study.json`` records the design, the policy, the config
+hash and the package versions; ``OUT/report.md`` (+ CSV, PNG) is written at the end, and ``llm-marl bench report OUT``
+rebuilds it from the log. ``--ray-address auto|HOST:PORT`` runs the batches as Ray tasks on a cluster.
 
     llm-marl bench study --preset smoke --out runs/study-smoke
     llm-marl bench study --adapters runs/teams/coding-2 ... --out runs/study
@@ -24,6 +27,7 @@ tasks on a cluster.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.teams import BUILTIN
-from benchmarks.progress import Progress, duration
+from benchmarks.progress import StudyProgress, duration
 from benchmarks.study.design import (
     CONDITIONS,
     PRESETS,
@@ -46,7 +50,15 @@ from benchmarks.study.design import (
     config_hash,
 )
 from benchmarks.study.episode_log import EpisodeLog
-from benchmarks.study.execution import POLICY_KINDS, PolicySpec, make_batches, run_local, run_ray
+from benchmarks.study.execution import (
+    BATCHING,
+    DEFAULT_BATCH_EPISODES,
+    POLICY_KINDS,
+    PolicySpec,
+    make_batches,
+    run_local,
+    run_ray,
+)
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
 RECORD_NAME = "study.json"
@@ -60,20 +72,24 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=tuple(PRESETS), default="full",
-                        help="full: the seeds' 6,000-episode design; main: the shipped teams vs the untrained team, "
-                             "one agent and the adapters-off team, about 5 min on 2 CPU cores; results: the README's "
-                             "results table; "
-                             "smoke: trains briefly, checks the machinery (default: full)")
+                        help="full: the seeds' 6,000-episode design; main: the shipped 2-agent teams vs the "
+                             "untrained team and one agent, 16 pairs per env, under 10 min on 2 CPU cores; results: "
+                             "the README's results table (sizes 2-4); smoke: trains briefly, checks the machinery "
+                             "(default: full)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/study-PRESET)")
     design = parser.add_argument_group("design (defaults from the preset)")
     design.add_argument("--envs", nargs="+", default=None, metavar="ENV", help=f"of {list(ENV_NAMES)}")
     design.add_argument("--sizes", nargs="+", type=int, default=None, metavar="N", help="team sizes (2-4)")
     design.add_argument("--conditions", nargs="+", default=None, metavar="NAME", help=f"of {list(CONDITIONS)}")
     design.add_argument("--episodes", type=int, default=None, help="episodes in all, spread over the cells")
+    design.add_argument("--pairs", nargs="+", default=None, metavar="N|SIZE=N",
+                        help="episodes per cell (pairs per condition): N for every team size, or SIZE=N each "
+                             "(e.g. 2=40 3=24 4=24); replaces --episodes")
     design.add_argument("--tasks", type=int, default=None, help="tasks per env (default: every task of the split)")
     design.add_argument("--split", choices=("eval", "train"), default=None, help="task split (default: eval)")
     design.add_argument("--seed", type=int, default=None)
-    design.add_argument("--max-turns", type=int, default=None, help="turn budget of multi-turn conditions")
+    design.add_argument("--max-turns", type=int, default=None,
+                        help="turn budget of every multi-turn condition (default 4)")
     design.add_argument("--max-new-tokens", type=int, default=None)
     design.add_argument("--temperature", type=float, default=None)
     design.add_argument("--top-p", type=float, default=None)
@@ -98,7 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--train", action="store_true", help="train the trained condition's teams first")
     model.add_argument("--train-steps", type=int, default=None, help="MAGRPO steps per team (with --train)")
     run = parser.add_argument_group("execution")
-    run.add_argument("--batch-size", type=int, default=16, help="episodes per lockstep batch")
+    run.add_argument("--batch-size", type=int, default=None,
+                     help=f"episodes per lockstep batch (default {DEFAULT_BATCH_EPISODES})")
+    run.add_argument("--batching", choices=tuple(BATCHING), default="policy",
+                     help="policy: a lockstep batch holds every condition of an env that the same model plays with "
+                          "the same token budget (one generate call per turn serves them all); condition: one "
+                          "condition per batch (the old schedule, for comparisons)")
     run.add_argument("--ray-address", default=None, help="run batches as Ray tasks: auto, HOST:PORT, ray://...")
     run.add_argument("--ray-cpus-per-task", type=float, default=1.0)
     run.add_argument("--ray-gpus-per-task", type=float, default=0.0)
@@ -117,6 +138,10 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
              "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
              "similarity": args.similarity}
     values.update({k: v for k, v in flags.items() if v is not None})
+    if args.episodes is not None:
+        values.pop("cell_episodes", None)
+    if args.pairs is not None:
+        values["cell_episodes"] = parse_pairs(args.pairs, values.get("team_sizes", StudyDesign.team_sizes))
     env_kwargs: dict[str, dict[str, Any]] = {env: dict(kw) for env, kw in values.get("env_kwargs", {}).items()}
     if args.executor is not None:
         env_kwargs.setdefault("coding", {})["executor"] = args.executor
@@ -128,6 +153,25 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
     if args.train_steps is not None:
         training["steps_override"] = args.train_steps
     return StudyDesign(**values), TrainingPlan(**training)
+
+
+def parse_pairs(items: Sequence[str], sizes: Sequence[int]) -> dict[int, int]:
+    """``["40"]`` (every size) or ``["2=40", "3=24"]`` as ``{size: episodes per cell}``."""
+    def count(text: str, item: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"--pairs: expected N or SIZE=N (e.g. 2=40), got {item!r}") from None
+
+    if len(items) == 1 and "=" not in items[0]:
+        return {int(size): count(items[0], items[0]) for size in sizes}
+    pairs: dict[int, int] = {}
+    for item in items:
+        size, sep, n = item.partition("=")
+        if not sep:
+            raise ValueError(f"--pairs: expected SIZE=N for each size when several are given, got {item!r}")
+        pairs[count(size, item)] = count(n, item)
+    return pairs
 
 
 def parse_datasets(items: Sequence[str]) -> dict[str, str]:
@@ -155,9 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         design, training = design_from_args(args)
         policy = _policy_spec(args)
         out = args.out or Path(f"runs/study-{args.preset}")
-        if args.batch_size < 1:
-            raise ValueError(f"--batch-size: expected >= 1, got {args.batch_size}")
-        teams = _team_sources(args, design, training, policy, out)
+        batch_size = DEFAULT_BATCH_EPISODES if args.batch_size is None else args.batch_size
+        if batch_size < 1:
+            raise ValueError(f"--batch-size: expected >= 1, got {batch_size}")
+        teams, design = _team_sources(args, design, training, policy, out)
         plan = design.plan()
     except (TypeError, ValueError, FileNotFoundError) as error:
         print(f"study: {error}", file=sys.stderr)
@@ -171,18 +216,28 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"sizes {list(design.team_sizes)} × {list(design.conditions)}); {len(plan) - len(pending)} already in "
           f"{log.path}, {len(pending)} to run" + (f"; {log.torn_lines} torn line(s) dropped" if log.torn_lines else ""),
           flush=True)
+    if design.missing_teams:
+        print(f"[study] note: no trained team for {_team_names(design.missing_teams)}: the trained condition is left "
+              "out there; the other conditions play those cells", flush=True)
     team_dirs = teams.prepare(pending) if pending else {}
     started = time.perf_counter()
-    progress = Progress(len(plan), "episode", initial=len(plan) - len(pending), tag="study")
-    batches = make_batches(pending, args.batch_size, team_dirs)
+    turn_budgets = {condition: design.turn_budget(condition) for condition in design.conditions}
+    waiting = {e.key for e in pending}
+    progress = StudyProgress([turn_budgets[e.condition] for e in plan],
+                             done=[turn_budgets[e.condition] for e in plan if e.key not in waiting])
+    batches = make_batches(pending, batch_size, team_dirs, design, args.batching)
 
     def on_rows(rows: list[dict[str, Any]]) -> None:
-        progress.advance(log.append(rows), f"{rows[0]['condition']} {rows[0]['env']}" if rows else "batch")
+        fresh = [row for row in rows if row["key"] not in log.rows]
+        log.append(fresh)
+        if args.ray_address:  # remote batches report no turns: their episodes count when their rows arrive
+            progress.episodes_logged([turn_budgets[row["condition"]] for row in fresh],
+                                     " + ".join(dict.fromkeys(f"{r['env']} {r['condition']}" for r in fresh)))
 
     if args.ray_address:
         run_ray(batches, design, policy, on_rows, args.ray_address, args.ray_cpus_per_task, args.ray_gpus_per_task)
     else:
-        run_local(batches, design, policy, on_rows)
+        run_local(batches, design, policy, on_rows, on_turn=progress.on_turn)
     elapsed = time.perf_counter() - started
     progress.close()
     figures = _figures(len(pending), elapsed, design)
@@ -229,16 +284,27 @@ class _Teams:
 
 
 def _team_sources(args: argparse.Namespace, design: StudyDesign, training: TrainingPlan, policy: PolicySpec,
-                  out: Path) -> _Teams:
-    """Check before anything runs that the trained condition has its teams (or a way to get them)."""
+                  out: Path) -> tuple[_Teams, StudyDesign]:
+    """Check before anything runs that the trained condition has its teams (or a way to get them). With the shipped
+    teams (``builtin``), a team size none ships is left out of the trained condition (``design.missing_teams``);
+    teams given by folder must cover every cell."""
     needed = cells_needing_teams(design)
     default_teams = PRESETS[args.preset].get("teams") if args.adapters is None and not args.train else None
     if args.adapters and args.train:
         raise ValueError("give either --adapters DIR ... or --train, not both")
     if default_teams == "builtin":
         args.adapters = [Path(BUILTIN)]
+    if needed and args.adapters and any(str(d) == BUILTIN for d in args.adapters):
+        # Decided from the shipped teams before anything else (also for a scripted run: the same plan).
+        from baselines.teams import builtin_teams
+
+        covered = set(builtin_teams()) | {_manifest_cell(d) for d in args.adapters if str(d) != BUILTIN}
+        missing = [cell for cell in needed if cell not in covered]
+        if missing:
+            design = dataclasses.replace(design, missing_teams=(*design.missing_teams, *missing))
+            needed = cells_needing_teams(design)
     if not needed or policy.kind == "scripted":
-        return _Teams({}, None, needed, design, policy, out)
+        return _Teams({}, None, needed, design, policy, out), design
     if policy.kind == "endpoint":
         raise ValueError("the trained condition runs local adapters: use --policy local, or leave 'trained' out "
                          "of --conditions for an endpoint study")
@@ -249,15 +315,27 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
         for directory in _expand_builtin(args.adapters):
             manifest = load_team_manifest(directory)  # FileNotFoundError / ValueError name the folder
             given[(manifest.env_name, manifest.num_agents)] = str(directory)
-        missing = [f"{env} with {size} agents" for env, size in needed if (env, size) not in given]
+        missing = [cell for cell in needed if cell not in given]
         if missing:
-            raise ValueError(f"--adapters: no team for {missing}; got teams for "
-                             f"{[f'{e} with {s} agents' for e, s in sorted(given)]}")
-        return _Teams(given, None, needed, design, policy, out)
+            raise ValueError(f"--adapters: no team for {_team_names(missing)}; got teams for "
+                             f"{_team_names(sorted(given))}")
+        return _Teams({cell: d for cell, d in given.items() if cell in needed}, None, needed, design, policy,
+                      out), design
     if args.train or default_teams == "train":
-        return _Teams({}, training, needed, design, policy, out)
+        return _Teams({}, training, needed, design, policy, out), design
     raise ValueError("the trained condition needs --adapters DIR ... (teams from `llm-marl train`) or --train; "
                      "or leave it out with --conditions")
+
+
+def _manifest_cell(directory: Path) -> tuple[str, int]:
+    from baselines.policies.adapters import load_team_manifest
+
+    manifest = load_team_manifest(directory)
+    return manifest.env_name, manifest.num_agents
+
+
+def _team_names(cells: Sequence[tuple[str, int]]) -> str:
+    return ", ".join(f"{env} with {size} agents" for env, size in cells)
 
 
 def _expand_builtin(directories: Sequence[Path]) -> list[Path]:

@@ -1,18 +1,28 @@
 """What a study runs: conditions, presets, and the plan of episodes (one key per planned episode).
 
 The seeds' design (6,000 episodes of collaborative writing and coding, teams of 2-4 agents with distinct roles, three
-conditions on the same tasks and compute) is the ``full`` preset. A *cell* is one (env, team size, condition); every
-cell gets the same number of episodes (the remainder of ``episodes`` over the cells goes one each to the first cells),
-and episode ``j`` of a cell plays task ``tasks[j % K]`` with seed ``seed + j // K`` — so the same (env, size, task,
-seed) is played under every condition, which is what lets the report pair episodes across conditions.
+conditions on the same tasks and compute) is the ``full`` preset. A *cell* is one (env, team size, condition); by
+default every cell gets the same number of episodes (the remainder of ``episodes`` over the cells goes one each to
+the first cells), or ``cell_episodes`` fixes them per team size; episode ``j`` of a cell plays task ``tasks[j % K]``
+with seed ``seed + j // K`` — so the same (env, size, task, seed) is played under every condition, which is what
+lets the report pair episodes across conditions.
 
-The single-agent condition is listed under each team size it is compared with: its episodes there are independent
-replicates (one agent whatever the size), so every comparison has the same number of episodes on both sides.
+Same footing: every multi-turn condition (``trained``, ``base``, ``untrained`` and the one agent of ``single``) plays
+the same turn budget (``max_turns``, 4 by default) with the env's feedback and endings (a team or an agent may end
+before the budget). ``single_oneshot`` is MAGRPO's one-shot single agent (one turn), kept as a named baseline.
+
+The single-agent conditions are listed under each team size they are compared with: their episodes there are
+independent replicates (one agent whatever the size), so every comparison has the same number of episodes on both
+sides.
+
+A team size with no trained team (``missing_teams``: e.g. sizes 3 and 4 while only 2-agent teams ship) plays every
+condition but ``trained``: those cells are left out of the plan, and the run and the report say so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -38,7 +48,9 @@ class Condition:
     @property
     def single_agent(self) -> bool:
         """Whether the condition plays one agent whatever the cell's team size."""
-        return self.baseline == "single_agent"
+        from baselines.collaboration import get_baseline
+
+        return get_baseline(self.baseline).single_agent
 
 
 CONDITIONS: dict[str, Condition] = {
@@ -46,7 +58,9 @@ CONDITIONS: dict[str, Condition] = {
     for c in (
         Condition("trained", "plain", True,
                   "the CTDE-trained team: one LoRA adapter per role, each acting on its own observation"),
-        Condition("single", "single_agent", False, "one untrained agent does the whole task alone"),
+        Condition("single", "single_agent_multiturn", False,
+                  "one untrained agent does the whole task alone, with the teams' turn budget, feedback and endings "
+                  "(it may refine its answer and end early)"),
         Condition("untrained", "prompt_collaboration", False,
                   "the same team size without learning: multi-turn dialogue under fixed rules"),
         Condition("base", "plain", False,
@@ -58,10 +72,13 @@ CONDITIONS: dict[str, Condition] = {
                   "untrained agents in order, each seeing the previous agents' outputs"),
         Condition("one_round_discussion", "one_round_discussion", False,
                   "untrained agents draft, see the teammates' drafts once, revise"),
+        Condition("single_oneshot", "single_agent", False,
+                  "MAGRPO's single-agent baseline: one untrained agent answers the whole task in one turn"),
     )
 }
 """Every condition a study can run. The seeds' three are ``trained``, ``single`` and ``untrained``; ``base`` is the
-ablation that isolates training (``untrained`` differs from ``trained`` in prompts and visibility as well)."""
+ablation that isolates training (``untrained`` differs from ``trained`` in prompts and visibility as well);
+``single_oneshot`` is the one-turn single agent MAGRPO compares with."""
 
 SEEDS_CONDITIONS: tuple[str, ...] = ("trained", "single", "untrained")
 
@@ -111,14 +128,19 @@ class StudyDesign:
     team_sizes: tuple[int, ...] = (2, 3, 4)
     conditions: tuple[str, ...] = SEEDS_CONDITIONS
     episodes: int = 6000
-    """Planned episodes in all, spread evenly over the cells."""
+    """Planned episodes in all, spread evenly over the cells (unless ``cell_episodes`` says per team size)."""
+    cell_episodes: Mapping[int, int] | None = None
+    """Episodes of every cell of a team size, by size (``{2: 40, 3: 24}``: 40 pairs per condition at size 2...);
+    ``None``: ``episodes`` spread evenly. When given, ``episodes`` is their sum (set here, not by the caller)."""
     tasks: int | None = None
     """Tasks per env, drawn once with ``seed`` from the split (``None``: every task of the split)."""
     split: str = "eval"
     """Held-out tasks by default: a trained team is evaluated on tasks it did not train on."""
     seed: int = 0
-    max_turns: int = 3
-    """Turn budget of the multi-turn conditions (``trained``, ``base`` and ``untrained``); the others fix their own."""
+    max_turns: int = 4
+    """Turn budget of every multi-turn condition (``trained``, ``base``, ``untrained``, ``single``): the same for all,
+    with the env's feedback and endings; the fixed schedules (``single_oneshot``, the one-round baselines) keep
+    their own."""
     max_new_tokens: int | None = None
     """New tokens per action; ``None``: each env's budget for its roles (``env.suggested_max_new_tokens()``)."""
     temperature: float = 0.7
@@ -130,11 +152,16 @@ class StudyDesign:
     writing_success_quality: float = 0.5
     """A writing episode succeeds when its quality reaches this (the seeds do not define writing success; coding
     succeeds when every held-out unit test passes)."""
+    missing_teams: tuple[tuple[str, int], ...] = ()
+    """(env, team size) with no trained team: the ``trained`` condition is left out of those cells (the other
+    conditions still play them); the study says so in its first line and in the report."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "envs", tuple(canonical_name(e) for e in self.envs))
         object.__setattr__(self, "team_sizes", tuple(self.team_sizes))
         object.__setattr__(self, "conditions", tuple(self.conditions))
+        object.__setattr__(self, "missing_teams", tuple(sorted((canonical_name(e), int(s))
+                                                               for e, s in self.missing_teams)))
         if not self.envs or not self.team_sizes or not self.conditions:
             raise ValueError("a study needs at least one env, one team size and one condition")
         for env in self.envs:
@@ -146,6 +173,20 @@ class StudyDesign:
         for name, values in (("envs", self.envs), ("team sizes", self.team_sizes), ("conditions", self.conditions)):
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: listed twice in {list(values)}")
+        if not self.cells():
+            raise ValueError(f"missing_teams: {list(self.missing_teams)} leaves no cell to play (only 'trained' was "
+                             "asked for); add another condition or give the teams")
+        if self.cell_episodes is not None:
+            counts = {int(size): count for size, count in self.cell_episodes.items()}
+            unknown = sorted(set(counts) - set(self.team_sizes))
+            missing = sorted(set(self.team_sizes) - set(counts))
+            if unknown or missing:
+                raise ValueError(f"cell_episodes: expected a count for each team size {list(self.team_sizes)}, got "
+                                 f"sizes {sorted(counts)}")
+            for size, count in counts.items():
+                check_int(f"cell_episodes[{size}]", count, 1)
+            object.__setattr__(self, "cell_episodes", dict(sorted(counts.items())))
+            object.__setattr__(self, "episodes", sum(counts[size] for _, size, _ in self.cells()))
         check_int("episodes", self.episodes, len(self.cells()))
         if self.tasks is not None:
             check_int("tasks", self.tasks, 1)
@@ -164,8 +205,40 @@ class StudyDesign:
 
     # ---------------------------------------------------------------------------------------------------- the plan
     def cells(self) -> list[tuple[str, int, str]]:
-        """Every (env, team size, condition), in plan order."""
-        return [(e, s, c) for e in self.envs for s in self.team_sizes for c in self.conditions]
+        """Every (env, team size, condition) played, in plan order (``trained`` left out where its team is
+        missing)."""
+        missing = set(self.missing_teams)
+        return [(e, s, c) for e in self.envs for s in self.team_sizes for c in self.conditions
+                if not (CONDITIONS[c].trained and (e, s) in missing)]
+
+    def skipped_cells(self) -> list[tuple[str, int, str]]:
+        """The (env, team size, condition) cells left out for lack of a trained team."""
+        played = set(self.cells())
+        return [(e, s, c) for e in self.envs for s in self.team_sizes for c in self.conditions
+                if (e, s, c) not in played]
+
+    def cell_sizes(self) -> dict[tuple[str, int, str], int]:
+        """Episodes per cell: ``cell_episodes`` of its team size, or ``episodes`` spread evenly."""
+        cells = self.cells()
+        if self.cell_episodes is not None:
+            return {cell: self.cell_episodes[cell[1]] for cell in cells}
+        base, extra = divmod(self.episodes, len(cells))
+        return {cell: base + (index < extra) for index, cell in enumerate(cells)}
+
+    def token_budget(self, env: str, condition: str, team_size: int) -> int:
+        """New tokens per reply in a cell: ``max_new_tokens``, or the env's budget for the roles the condition plays
+        there (``env.suggested_max_new_tokens()``: one agent writing everything gets its solo role's)."""
+        if self.max_new_tokens is not None:
+            return self.max_new_tokens
+        agents = 1 if CONDITIONS[condition].single_agent else team_size
+        return _role_budget(canonical_name(env), agents)
+
+    def turn_budget(self, condition: str) -> int:
+        """Turns an episode of ``condition`` may take: ``max_turns`` for the multi-turn conditions, the fixed
+        schedule's own otherwise."""
+        from baselines.collaboration import get_baseline
+
+        return get_baseline(CONDITIONS[condition].baseline).env_kwargs(2, self.max_turns)["max_turns"]
 
     def task_ids(self, env: str) -> list[str]:
         """The tasks of ``env`` the study plays: ``tasks`` of the split drawn with ``seed`` (all when ``None``)."""
@@ -181,13 +254,11 @@ class StudyDesign:
 
     def plan(self) -> list[PlannedEpisode]:
         """Every planned episode, in plan order (keys are unique)."""
-        cells = self.cells()
-        base, extra = divmod(self.episodes, len(cells))
         tasks = {env: self.task_ids(env) for env in self.envs}
         planned = []
-        for index, (env, size, condition) in enumerate(cells):
+        for (env, size, condition), count in self.cell_sizes().items():
             ids = tasks[env]
-            for j in range(base + (index < extra)):
+            for j in range(count):
                 task, seed = ids[j % len(ids)], self.seed + j // len(ids)
                 planned.append(PlannedEpisode(
                     key=f"{condition}/{env}/{size}/{task}/{seed}",
@@ -214,6 +285,9 @@ class StudyDesign:
         data = dataclasses.asdict(self)
         for name in ("envs", "team_sizes", "conditions"):
             data[name] = list(data[name])
+        data["missing_teams"] = [list(cell) for cell in self.missing_teams]
+        if self.cell_episodes is not None:
+            data["cell_episodes"] = {str(size): count for size, count in self.cell_episodes.items()}
         return data
 
 
@@ -236,17 +310,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "training": {},
     },
     "main": {
-        # The main job (scripts/study.sh): the shipped teams against the untrained team, one agent and the same team
-        # with its adapters off, on held-out tasks, 2 turns as the teams were trained; 6 pairs per env in about
-        # 5 minutes on 2 CPU cores.
-        "design": {"team_sizes": (2,), "conditions": (*SEEDS_CONDITIONS, "base"), "episodes": 48, "tasks": 6,
-                   "max_turns": 2},
+        # The main job (scripts/study.sh): the shipped 2-agent teams against the untrained team and one agent, on 16
+        # held-out tasks per env (one pair each), at the study's turn budget; measured under 10 minutes on 2 CPU
+        # cores after set-up (see scripts/study.sh).
+        "design": {"team_sizes": (2,), "conditions": SEEDS_CONDITIONS, "cell_episodes": {2: 16}, "tasks": 16},
         "training": {},
         "teams": "builtin",
     },
     "results": {
-        # The README's results table: held-out tasks of each env, 40 pairs per env and condition at size 2.
-        "design": {"team_sizes": (2,), "conditions": (*SEEDS_CONDITIONS, "base"), "episodes": 320, "max_turns": 2},
+        # The README's results table: held-out tasks of each env, 40 pairs per env and condition at size 2 and 24 at
+        # sizes 3 and 4 (the trained condition only where a team of that size ships), with the adapters-off team and
+        # MAGRPO's one-shot single agent beside the seeds' three conditions.
+        "design": {"team_sizes": (2, 3, 4), "conditions": (*SEEDS_CONDITIONS, "base", "single_oneshot"),
+                   "cell_episodes": {2: 40, 3: 24, 4: 24}},
         "training": {},
         "teams": "builtin",
     },
@@ -261,8 +337,17 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 """Named designs: ``full`` is the seeds' 6,000-episode design; ``main`` the main job (shipped teams, minutes);
 ``results`` the README's results table; ``smoke`` checks the machinery quickly. ``teams``: where the trained
-condition's teams come from when neither ``--adapters`` nor ``--train`` says (``builtin``: the shipped teams;
-``train``: train them first)."""
+condition's teams come from when neither ``--adapters`` nor ``--train`` says (``builtin``: the shipped teams, and a
+team size none ships plays without the trained condition; ``train``: train them first)."""
+
+
+@functools.cache
+def _role_budget(env: str, num_agents: int) -> int:
+    instance = make_env(env, num_agents=num_agents, similarity="tfidf")
+    try:
+        return instance.suggested_max_new_tokens()
+    finally:
+        instance.close()
 
 
 def config_hash(parts: Mapping[str, Any]) -> str:
@@ -273,7 +358,7 @@ def config_hash(parts: Mapping[str, Any]) -> str:
 
 
 def cells_needing_teams(design: StudyDesign) -> list[tuple[str, int]]:
-    """(env, team size) of every trained team the design needs."""
+    """(env, team size) of every trained team the design needs (those in ``missing_teams`` are not needed)."""
     return [(env, size) for env in design.envs for size in design.team_sizes
-            if any(CONDITIONS[c].trained for c in design.conditions)]
+            if any(CONDITIONS[c].trained for c in design.conditions) and (env, size) not in design.missing_teams]
 

@@ -1,10 +1,19 @@
 """Running a study's episodes: lockstep batches through the env package's rollout runner, here or on Ray.
 
-A *batch* is up to ``batch_size`` planned episodes of one condition and one env (team sizes may mix: one policy
-call serves every live agent of every episode in it — batched generation across envs and agents). A batch runs in
-one process (:func:`run_batch`) and returns one JSON row per episode; the driver logs rows as batches finish. With
-``ray_address`` each batch is a Ray task: workers build their policies once per process and return rows, so the log
-and its resume semantics are the same as a local run.
+A *batch* is up to ``batch_size`` planned episodes of one env that one model plays with one token budget: with
+``batching="policy"`` (the default) every condition the untrained base model plays — ``untrained``, ``single``,
+``base``... — shares a batch, each episode under its own condition's schedule, and the trained team's episodes form
+batches of their own (one team, its adapters). Team sizes may mix. Every turn, one policy call serves every live
+agent of every episode in the batch (batched generation across envs, agents and conditions), so a generate call holds
+as many rows as the batch has live agents. ``batching="condition"`` keeps one condition per batch (the schedule before
+conditions shared batches, kept for side-by-side timing). A batch runs in one process (:func:`run_batch`) and returns
+one JSON row per episode; the driver logs rows as batches finish and can show each turn of a running batch (its
+``on_turn`` callback). With ``ray_address`` each batch is a Ray task: workers build their policies once per process
+and return rows, so the log and its resume semantics are the same as a local run.
+
+Batching does not change an episode's settings: episodes share a batch only when they have the same token budget (the
+env's budget for the condition's roles, or the design's ``max_new_tokens``). It changes which random numbers an
+episode draws (sampling is seeded per batch), as any change of batch composition does.
 """
 
 from __future__ import annotations
@@ -17,7 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from baselines.collaboration import draft_part
+from benchmarks.progress import LockstepTurn
 from benchmarks.study.design import CONDITIONS, PlannedEpisode, StudyDesign
+
+BATCHING: dict[str, str] = {
+    "policy": "one batch per env, model and token budget: the conditions the same model plays share it",
+    "condition": "one batch per condition and env (the schedule before conditions shared batches)",
+}
+"""How pending episodes are grouped into lockstep batches (``--batching``)."""
+DEFAULT_BATCH_EPISODES = 32
+"""Episodes per lockstep batch by default (``--batch-size``)."""
+GENERATE_ROWS = 64
+"""The most rows (live agents of a batch's episodes) the local base model generates for in one call."""
 
 
 @dataclass(frozen=True)
@@ -44,29 +64,55 @@ POLICY_KINDS: tuple[str, ...] = ("local", "endpoint", "scripted")
 
 @dataclass(frozen=True)
 class Batch:
-    """Episodes run together in lockstep (one condition, one env)."""
+    """Episodes run together in lockstep: one env, one model (the base, or one trained team) and one token budget;
+    each episode plays under its own condition."""
 
-    condition: str
     env: str
     episodes: tuple[PlannedEpisode, ...]
     team_dir: str | None = None
     """The trained team's directory (``trained`` condition with a model policy)."""
 
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """The conditions of the batch's episodes, in order of first appearance."""
+        return tuple(dict.fromkeys(episode.condition for episode in self.episodes))
+
+    @property
+    def label(self) -> str:
+        """``env: condition + condition``: what the batch plays (progress lines)."""
+        return f"{self.env}: {' + '.join(self.conditions)}"
+
 
 def make_batches(
-    pending: Sequence[PlannedEpisode], batch_size: int, teams: Mapping[tuple[str, int], str] | None = None
+    pending: Sequence[PlannedEpisode],
+    batch_size: int,
+    teams: Mapping[tuple[str, int], str] | None = None,
+    design: StudyDesign | None = None,
+    batching: str = "policy",
 ) -> list[Batch]:
-    """Group pending episodes into batches of one condition and env (and, for trained teams, one team), plan order."""
-    groups: dict[tuple[str, str, str | None], list[PlannedEpisode]] = {}
+    """Group pending episodes into lockstep batches of at most ``batch_size``, in plan order within each group.
+
+    ``batching="policy"``: a group is one env, one model (the base model, or one trained team) and one token budget
+    (``design.token_budget``; without a design, every condition of an env shares one); ``"condition"``: one
+    condition and env (and team) per group.
+    """
+    if batching not in BATCHING:
+        raise ValueError(f"batching: expected one of {tuple(BATCHING)}, got {batching!r}")
+    groups: dict[tuple[Any, ...], list[PlannedEpisode]] = {}
     for episode in pending:
         team = None
         if CONDITIONS[episode.condition].trained and teams:
             team = teams[(episode.env, episode.team_size)]
-        groups.setdefault((episode.condition, episode.env, team), []).append(episode)
+        if batching == "condition":
+            key: tuple[Any, ...] = (episode.env, team, episode.condition)
+        else:
+            budget = design.token_budget(episode.env, episode.condition, episode.team_size) if design else None
+            key = (episode.env, team, CONDITIONS[episode.condition].trained, budget)
+        groups.setdefault(key, []).append(episode)
     batches = []
-    for (condition, env, team), episodes in groups.items():
+    for (env, team, *_), episodes in groups.items():
         for start in range(0, len(episodes), batch_size):
-            batches.append(Batch(condition, env, tuple(episodes[start:start + batch_size]), team))
+            batches.append(Batch(env, tuple(episodes[start:start + batch_size]), team))
     return batches
 
 
@@ -93,31 +139,56 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
         from baselines.policies import make_policy
 
         if spec.kind == "local":
-            _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype)
+            _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype, batch_size=GENERATE_ROWS)
         elif spec.kind == "endpoint":
             _POLICIES[key] = make_policy("endpoint", base_url=spec.base_url, model=spec.endpoint_model,
                                          api_key_env=spec.api_key_env)
         else:
             _POLICIES[key] = make_policy("scripted")
-    return _POLICIES[key].as_rollout_policy(settings, records=False)
+    policy = _POLICIES[key]
+    if spec.kind == "local":
+        return _CountedLocal(policy, settings)
+    return policy.as_rollout_policy(settings, records=False)
+
+
+@dataclass(frozen=True)
+class _CountedLocal:
+    """The local model as the runner's policy, returning records with completion token ids (the critical-path
+    metric counts them) but no log-probabilities (they would cost rows x tokens x vocabulary of memory)."""
+
+    policy: Any
+    settings: Any
+
+    def __call__(self, requests: Sequence[Any]) -> list[Any]:
+        from baselines.policies import ActionRequest
+        from baselines.policies.local import generate_records
+
+        batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
+        return generate_records(self.policy.loaded, batch, self.settings, batch_size=self.policy.batch_size,
+                                logprobs=False)
 
 
 # ---------------------------------------------------------------------------------------------------------- a batch
-def run_batch(batch: Batch, design: StudyDesign, policy: PolicySpec) -> list[dict[str, Any]]:
-    """Play one batch in lockstep and return one log row per episode (see :func:`episode_row`)."""
+def run_batch(
+    batch: Batch, design: StudyDesign, policy: PolicySpec, on_turn: Callable[[LockstepTurn], None] | None = None
+) -> list[dict[str, Any]]:
+    """Play one batch in lockstep and return one log row per episode (see :func:`episode_row`); ``on_turn`` hears
+    of each turn once every episode still playing has stepped."""
     from baselines.collaboration import get_baseline
     from baselines.policies import GenerationSettings
     from llm_marl_envs import rollout
     from llm_marl_envs.registry import make_env
 
-    baseline = get_baseline(CONDITIONS[batch.condition].baseline)
     # Sampling is seeded per batch from its first episode, so a batch replays the same way.
     first = batch.episodes[0]
     envs = [make_env(e.env, **design.env_kwargs_for(e.env, e.condition, e.team_size)) for e in batch.episodes]
-    budget = design.max_new_tokens or max(env.suggested_max_new_tokens() for env in envs)
+    schedule = _EpisodeSchedules({id(env): get_baseline(CONDITIONS[e.condition].baseline).schedule
+                                  for env, e in zip(envs, batch.episodes, strict=True)})
+    budget = max(design.token_budget(e.env, e.condition, e.team_size) for e in batch.episodes)
     settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p, max_new_tokens=budget,
                                   seed=_stable_seed(first.key))
     policy_fn = _rollout_policy(policy, batch.team_dir, settings)
+    turns = _TurnCounter(batch, envs, [design.turn_budget(e.condition) for e in batch.episodes], on_turn)
     start = time.perf_counter()
     ended: dict[int, float] = {}
     try:
@@ -125,7 +196,8 @@ def run_batch(batch: Batch, design: StudyDesign, policy: PolicySpec) -> list[dic
             envs, policy_fn,
             seeds=[e.seed for e in batch.episodes],
             options=[{"task_id": e.task} for e in batch.episodes],
-            schedule=baseline.schedule,
+            schedule=schedule,
+            on_turn=turns,
             on_episode=lambda t: ended.__setitem__(t.env_index, time.perf_counter()),
         )
     finally:
@@ -138,6 +210,47 @@ def run_batch(batch: Batch, design: StudyDesign, policy: PolicySpec) -> list[dic
     ]
 
 
+@dataclass(frozen=True)
+class _EpisodeSchedules:
+    """Each env of a mixed batch under its own condition's schedule (the runner asks with the env in hand)."""
+
+    by_env: Mapping[int, Any]
+
+    def groups(self, env: Any, agents: Sequence[str], turn: int) -> list[list[str]]:
+        return self.by_env[id(env)].groups(env, agents, turn)
+
+    def messages(self, env: Any, agent: str, turn: int, earlier: Mapping[str, str]) -> list[dict[str, str]]:
+        return self.by_env[id(env)].messages(env, agent, turn, earlier)
+
+    def finish(self, env: Any, action: str, turn: int) -> str:
+        return self.by_env[id(env)].finish(env, action, turn)
+
+
+class _TurnCounter:
+    """The runner's per-episode ``on_turn`` folded into one :class:`LockstepTurn` per turn of the batch: the episodes
+    of a lockstep batch step together, so a turn is over once every episode that was playing has reported it."""
+
+    def __init__(self, batch: Batch, envs: Sequence[Any], budgets: Sequence[int],
+                 report: Callable[[LockstepTurn], None] | None) -> None:
+        self.batch, self.envs, self.budgets, self.report = batch, envs, budgets, report
+        self.playing = len(envs)
+        self.played = self.ended = self.unused = self.done = 0
+
+    def __call__(self, index: int, turn: int) -> None:
+        self.played += 1
+        if not self.envs[index].agents:  # the runner's own test of an ended episode
+            self.ended += 1
+            self.unused += max(0, self.budgets[index] - turn)
+        if self.played < self.playing:
+            return
+        self.done += self.ended
+        if self.report is not None:
+            self.report(LockstepTurn(self.batch.label, turn, self.played, self.ended, self.unused, self.done,
+                                     len(self.envs)))
+        self.playing -= self.ended
+        self.played = self.ended = self.unused = 0
+
+
 def episode_row(
     planned: PlannedEpisode, trajectory: Any, design: StudyDesign, wall_time_s: float, worker: str = ""
 ) -> dict[str, Any]:
@@ -147,6 +260,12 @@ def episode_row(
     contributions (MiniLM cosine clipped to [0, 1] with the default backend: the seeds' resemblance measure),
     ``consistency_contribution`` the env's counterfactual consistency (what the reward pays), ``duplication`` the
     share of near-identical pairs. All three are ``None`` for a single agent.
+
+    Latency without hardware: ``critical_path_tokens`` sums over turns the longest reply (completion tokens) among
+    the agents who acted in that turn — teammates write in parallel, so a turn lasts as long as its longest reply —
+    and ``completion_tokens`` counts every reply (the compute). Both are ``None`` when the policy gives no token ids
+    (scripted, endpoints that do not return them). ``wall_time_s`` is the seconds from its batch's start to the
+    episode's end: episodes of one lockstep batch share each turn's time.
     """
     info = trajectory.final_info
     components = info.get("reward_components", {})
@@ -164,6 +283,7 @@ def episode_row(
     drafts = dict(trajectory.final_drafts)
     actions = [step.action for step in trajectory.steps]
     dependent = info.get("details", {}).get("dependent_tests")
+    critical, total = token_counts(trajectory.steps)
     return {
         "key": planned.key,
         "condition": planned.condition,
@@ -173,7 +293,10 @@ def episode_row(
         "task": planned.task,
         "seed": planned.seed,
         "turns": trajectory.turns,
+        "turn_budget": design.turn_budget(planned.condition),
         "end_reason": trajectory.end_reason,
+        "critical_path_tokens": critical,
+        "completion_tokens": total,
         "team_return": float(trajectory.team_return),
         "quality": quality,
         "success": bool(success),
@@ -195,6 +318,21 @@ def episode_row(
         "wall_time_s": round(wall_time_s, 3),
         "worker": worker,
     }
+
+
+def token_counts(steps: Sequence[Any]) -> tuple[int | None, int | None]:
+    """``(critical path, total)`` completion tokens of an episode's steps: per turn the longest reply among the agents
+    who acted (teammates write in parallel), summed over turns; and every reply summed. ``(None, None)`` when a
+    step's reply has no token ids (a plain string, or a record without ``completion_ids``)."""
+    longest: dict[int, int] = {}
+    total = 0
+    for step in steps:
+        ids = getattr(step.generation, "completion_ids", None)
+        if ids is None:
+            return None, None
+        longest[step.turn] = max(longest.get(step.turn, 0), len(ids))
+        total += len(ids)
+    return sum(longest.values()), total
 
 
 def echoed_scaffolding(drafts: Mapping[str, str]) -> float | None:
@@ -219,11 +357,16 @@ def _stable_seed(text: str) -> int:
 
 # --------------------------------------------------------------------------------------------------- the drivers
 def run_local(
-    batches: Iterable[Batch], design: StudyDesign, policy: PolicySpec, on_rows: Callable[[list[dict[str, Any]]], None]
+    batches: Iterable[Batch],
+    design: StudyDesign,
+    policy: PolicySpec,
+    on_rows: Callable[[list[dict[str, Any]]], None],
+    on_turn: Callable[[LockstepTurn], None] | None = None,
 ) -> None:
-    """Run batches one after another in this process; ``on_rows`` gets each batch's rows as it ends."""
+    """Run batches one after another in this process; ``on_rows`` gets each batch's rows as it ends, ``on_turn``
+    each turn of the running batch."""
     for batch in batches:
-        on_rows(run_batch(batch, design, policy))
+        on_rows(run_batch(batch, design, policy, on_turn))
 
 
 def run_ray(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import sys
@@ -42,13 +43,17 @@ __all__ = [
     "build_report",
     "clean_rows",
     "compare_conditions",
+    "compare_pair",
     "format_headline",
+    "format_three_way",
     "headline",
     "main",
     "print_headline",
     "read_episodes",
     "regressions",
     "summarise",
+    "three_way",
+    "turn_distribution",
 ]
 
 REFERENCE = "trained"  # every test compares this condition against each other one
@@ -68,6 +73,9 @@ METRICS: tuple[str, ...] = (
     "protocol_only_actions",
     "echoed_scaffolding",
     "helper_load_bearing",
+    "critical_path_tokens",
+    "completion_tokens",
+    "wall_time_s",
 )
 # Drift into a degenerate strategy would show here, trained against untrained (see DEGENERACY_METRICS' labels).
 DEGENERACY_METRICS: tuple[str, ...] = ("duplication", "empty_parts", "protocol_only_actions", "echoed_scaffolding",
@@ -77,6 +85,8 @@ EFFECT_METRICS: tuple[str, ...] = (
     "team_return",
     "quality",
     "turns",
+    "critical_path_tokens",
+    "wall_time_s",
     "consistency_contribution",
     "consistency_similarity",
     "duplication",
@@ -98,7 +108,23 @@ LABELS: dict[str, str] = {
     "protocol_only_actions": "actions with no draft (only messages/done)",
     "echoed_scaffolding": "parts echoing the prompt's scaffolding",
     "helper_load_bearing": "helper load-bearing (coding: a test fails without aux)",
+    "critical_path_tokens": "critical-path tokens (longest reply per turn, summed)",
+    "completion_tokens": "completion tokens (all replies)",
+    "wall_time_s": "wall time in its batch (s)",
 }
+# Compared only between teams: a solo agent is paid (w_q + w_c)·quality, a team w_q·quality + w_c·consistency.
+TEAM_ONLY_METRICS: tuple[str, ...] = ("team_return",)
+# The headline: what the seeds' three conditions share, compared pairwise (paired by task and seed).
+HEADLINE_CONDITIONS: tuple[str, ...] = ("trained", "untrained", "single")
+HEADLINE_METRICS: tuple[str, ...] = (
+    "quality",
+    "pass_rate",
+    "success",
+    "turns",
+    "critical_path_tokens",
+    "wall_time_s",
+    "team_return",
+)
 # A figure resting on fewer episodes than this is flagged (†): its interval is wide and its test weak.
 FEW_EPISODES = 10
 FEW_MARK = "†"
@@ -112,6 +138,7 @@ CONDITION_ORDER = (
     "sequential_pipeline",
     "one_round_discussion",
     "single",
+    "single_oneshot",
 )
 ENV_ORDER = ENV_NAMES  # the registry's order; envs it does not know sort after them
 
@@ -304,9 +331,17 @@ def _compare_rows(
 ) -> stats.Comparison | None:
     """Paired test when every episode with a value has its partner (same env, size, task, seed), else Welch.
 
-    A partial run (some episodes without a partner) falls back to Welch on all episodes rather than silently
-    dropping the unmatched ones. ``None`` when either side has no value at all (e.g. a single agent's consistency).
+    Only the (env, team size) cells both sides ran are compared (a condition missing at a team size, such as a trained
+    team that does not ship at that size, is not compared with the other side's episodes there). Within them, a
+    partial run (some episodes without a partner) falls back to Welch on all episodes rather than silently dropping
+    the unmatched ones. ``None`` when either side has no value at all (e.g. a single agent's consistency), or for a
+    team-only metric (:data:`TEAM_ONLY_METRICS`) when either side is one agent.
     """
+    if metric in TEAM_ONLY_METRICS and any(r.get("num_agents") == 1 for r in (*a_rows, *b_rows)):
+        return None
+    shared = {(r["env"], r["team_size"]) for r in a_rows} & {(r["env"], r["team_size"]) for r in b_rows}
+    a_rows = [r for r in a_rows if (r["env"], r["team_size"]) in shared]
+    b_rows = [r for r in b_rows if (r["env"], r["team_size"]) in shared]
     a = {_match_key(r): r.get(metric) for r in a_rows if stats.present([r.get(metric)])}
     b = {_match_key(r): r.get(metric) for r in b_rows if stats.present([r.get(metric)])}
     if not a or not b:
@@ -365,6 +400,147 @@ def compare_conditions(rows: Sequence[Mapping[str, Any]], alpha: float = 0.05) -
                         }
                     )
     return records
+
+
+def compare_pair(
+    rows: Sequence[Mapping[str, Any]], a: str, b: str, metric: str, env: str, size: int | str = POOLED
+) -> stats.Comparison | None:
+    """Condition ``a`` against ``b`` on ``metric`` in ``env`` (one team size, or pooled over the sizes both ran):
+    paired by task and seed when every episode has its partner, else Welch; ``None`` when it does not apply (see
+    :func:`_compare_rows`)."""
+    env_rows = _select(rows, env=env)
+    return _compare_rows(_select(env_rows, a, size=size), _select(env_rows, b, size=size), metric)
+
+
+def three_way(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The headline: per env and team size, the seeds' three conditions (:data:`HEADLINE_CONDITIONS`, those present)
+    on what they share (:data:`HEADLINE_METRICS`), each condition's mean [95 % CI] and every pair's difference
+    ``a − b`` [95 % CI], p (paired by task and seed). Team return is compared only between teams.
+
+    Returns one record per (env, team size, metric): ``{"env", "team_size", "metric", "means": {condition: MeanCI},
+    "pairs": {(a, b): Comparison}}``; a size where fewer than two of the conditions ran is left out.
+    """
+    rows = clean_rows(rows).rows
+    records: list[dict[str, Any]] = []
+    for env in envs_of(rows):
+        env_rows = _select(rows, env=env)
+        for size in sizes_of(env_rows):
+            present_conditions = [c for c in HEADLINE_CONDITIONS if _select(env_rows, c, size=size)]
+            if len(present_conditions) < 2:
+                continue
+            for metric in HEADLINE_METRICS:
+                means = {c: stats.mean_ci(_values(_select(env_rows, c, size=size), metric))
+                         for c in present_conditions}
+                if not any(m.n for m in means.values()):
+                    continue
+                pairs = {}
+                for i, a in enumerate(present_conditions):
+                    for b in present_conditions[i + 1:]:
+                        result = compare_pair(rows, a, b, metric, env, size)
+                        if result is not None:
+                            pairs[(a, b)] = result
+                if metric in TEAM_ONLY_METRICS:
+                    means = {c: m for c, m in means.items()
+                             if not any(r.get("num_agents") == 1 for r in _select(env_rows, c, size=size))}
+                records.append({"env": env, "team_size": size, "metric": metric, "means": means, "pairs": pairs})
+    return records
+
+
+def format_three_way(rows: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`three_way` as one Markdown table per env and team size: a row per metric, a column per condition
+    (mean [95 % CI]) and per pair (``a − b`` [95 % CI], p)."""
+    records = three_way(rows)
+    if not records:
+        return f"(no headline: fewer than two of {list(HEADLINE_CONDITIONS)} in the log)"
+    parts = []
+    for (env, size) in dict.fromkeys((r["env"], r["team_size"]) for r in records):
+        block = [r for r in records if r["env"] == env and r["team_size"] == size]
+        conditions = [c for c in HEADLINE_CONDITIONS if any(c in r["means"] for r in block)]
+        pairs = [(a, b) for i, a in enumerate(conditions) for b in conditions[i + 1:]]
+        header = ["metric", *conditions, *(f"{a} − {b}" for a, b in pairs)]
+        counts = {c: len(_select(_select(rows, env=env), c, size=size)) for c in conditions}
+        lines = [f"{env}, team size {size} (episodes: "
+                 + ", ".join(f"{c} {counts[c]}" for c in conditions) + "):", "",
+                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for record in block:
+            cells = [LABELS[record["metric"]]]
+            for condition in conditions:
+                mean = record["means"].get(condition)
+                cells.append(_mean_text(mean) if mean is not None else "— (teams only)")
+            for pair in pairs:
+                result = record["pairs"].get(pair)
+                cells.append(_pair_text(result) if result is not None
+                             else ("— (teams only)" if record["metric"] in TEAM_ONLY_METRICS else "—"))
+            lines.append("| " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _mean_text(mean: stats.MeanCI) -> str:
+    if mean.n == 0:
+        return "—"
+    if mean.n < 2:
+        return f"{_num(mean.mean)} (n=1) {FEW_MARK}"
+    return f"{_num(mean.mean)} [{_num(mean.low)}, {_num(mean.high)}]" + (f" {FEW_MARK}" if _is_few(mean.n) else "")
+
+
+def _pair_text(result: stats.Comparison) -> str:
+    text = f"{result.diff:+.3f}"
+    if not math.isnan(result.diff_ci_low):
+        text += f" [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}]"
+    if math.isnan(result.p):
+        text += ", every pair equal" if result.diff_ci_low == result.diff_ci_high else f" ({result.note})"
+    else:
+        text += ", p < 0.001" if result.p < 0.001 else f", p = {result.p:.3f}"
+    return text + (f" {FEW_MARK}" if _is_few(min(result.n_a, result.n_b)) else "")
+
+
+def turn_distribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Turns to the end per env, team size and condition: how many episodes ended at each turn, the share that ended
+    before their turn budget, the mean, and how they ended (``end_reason`` counts)."""
+    rows = clean_rows(rows).rows
+    records = []
+    for env in envs_of(rows):
+        for size in sizes_of(_select(rows, env=env)):
+            for condition in conditions_of(rows):
+                cell = _select(rows, condition, env, size)
+                if not cell:
+                    continue
+                turns = [int(r["turns"]) for r in cell]
+                budgets = [r.get("turn_budget") for r in cell]
+                early = [t < b for t, b in zip(turns, budgets, strict=True) if isinstance(b, int)]
+                reasons: dict[str, int] = {}
+                for r in cell:
+                    reasons[str(r.get("end_reason"))] = reasons.get(str(r.get("end_reason")), 0) + 1
+                records.append({
+                    "env": env, "team_size": size, "condition": condition, "n": len(cell),
+                    "counts": {t: turns.count(t) for t in range(1, max(turns) + 1)},
+                    "budget": max((b for b in budgets if isinstance(b, int)), default=None),
+                    "ended_early": sum(early) / len(early) if early else None,
+                    "mean": sum(turns) / len(turns),
+                    "end_reasons": dict(sorted(reasons.items(), key=lambda item: -item[1])),
+                })
+    return records
+
+
+def _turns_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The turn distribution as one Markdown table per env."""
+    records = turn_distribution(rows)
+    parts = []
+    for env in dict.fromkeys(r["env"] for r in records):
+        block = [r for r in records if r["env"] == env]
+        most = max(max(r["counts"]) for r in block)
+        header = ["team size", "condition", "n", *(f"{t} turn{'s' * (t > 1)}" for t in range(1, most + 1)),
+                  "ended before the budget", "mean", "how they ended"]
+        lines = [f"### {env}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in block:
+            early = "—" if r["ended_early"] is None else f"{100 * r['ended_early']:.0f} % (budget {r['budget']})"
+            reasons = ", ".join(f"{reason} {count}" for reason, count in r["end_reasons"].items())
+            lines.append("| " + " | ".join([str(r["team_size"]), r["condition"], str(r["n"]),
+                                             *(str(r["counts"].get(t, 0)) for t in range(1, most + 1)),
+                                             early, f"{r['mean']:.2f}", reasons]) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) if parts else "No episodes."
 
 
 def regressions(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -496,9 +672,13 @@ def headline(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def print_headline(rows: Sequence[Mapping[str, Any]]) -> None:
-    """Print the headline of ``rows`` (the runner calls this at the end of a study): per env, ``trained`` against
-    each other condition, every cell a difference with its 95 % CI and p (:func:`format_effects`)."""
-    print(format_effects(clean_rows(rows).rows), flush=True)
+    """Print the headline of ``rows`` (the runner calls this at the end of a study): per env and team size, trained vs
+    untrained vs single on what they share, each pair a difference with its 95 % CI and p (:func:`format_three_way`),
+    then the seeds' three figures beside ours (:func:`format_headline`)."""
+    rows = clean_rows(rows).rows
+    print(format_three_way(rows), flush=True)
+    print("\nAgainst the seeds' figures (trained vs each condition, pooled over envs and team sizes):\n", flush=True)
+    print(format_headline(headline(rows)), flush=True)
 
 
 def format_effects(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -538,6 +718,8 @@ def format_effects(rows: Sequence[Mapping[str, Any]]) -> str:
 def _effect_text(test: Mapping[str, Any] | None, metric: str, other: str) -> str:
     """``other mean → diff [low, high], p`` for one headline cell."""
     if test is None:
+        if metric in TEAM_ONLY_METRICS:
+            return "— (teams only: one agent is paid another formula)"
         team_only = metric.startswith(("consistency", "duplication", "helper"))
         return f"— ({'one agent has no teammate' if team_only else 'no values'})"
     text = (f"{_num(test['mean_b'])} → {test['diff']:+.3f} [{test['diff_ci_low']:+.3f}, {test['diff_ci_high']:+.3f}]"
@@ -547,6 +729,14 @@ def _effect_text(test: Mapping[str, Any] | None, metric: str, other: str) -> str
     else:
         text += ", p < 0.001" if test["p"] < 0.001 else f", p = {test['p']:.3f}"
     return text + (f" {FEW_MARK}" if test["few"] else "")
+
+
+def _three_way_json(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`three_way` as plain data."""
+    return [{"env": r["env"], "team_size": r["team_size"], "metric": r["metric"],
+             "means": {c: dataclasses.asdict(m) for c, m in r["means"].items()},
+             "pairs": {f"{a} - {b}": dataclasses.asdict(c) for (a, b), c in r["pairs"].items()}}
+            for r in three_way(rows)]
 
 
 def format_headline(head: Mapping[str, Any]) -> str:
@@ -732,10 +922,18 @@ def _regression_markdown(fits: Sequence[Mapping[str, Any]]) -> str:
 
 
 HOW_TO_READ = f"""\
-- **Headline.** Per env, `{REFERENCE}`'s mean [95 % CI] and, against each other condition, that condition's mean
-  → the difference `{REFERENCE} − other` [its 95 % CI], p: paired by task and seed (the same episodes played under
-  both conditions) when every episode has its partner, else Welch. "every pair equal": the difference is the same
-  in every pair (e.g. both pass no test), so no test applies.
+- **Headline.** Per env and team size, the seeds' three conditions on what they share: quality, pass rate and
+  success, turns to the end, critical-path tokens (per turn the longest reply among the agents who acted, since
+  teammates write in parallel, summed over turns: a latency that does not depend on the hardware) and wall time
+  (seconds until the episode ended within its lockstep batch: episodes of a batch share each turn's time, so read
+  it as turns at the batch's pace). Each condition's mean [95 % CI], then each pair's difference `a − b` [its 95 %
+  CI], p: paired by task and seed (the same episodes played under both conditions) when every episode has its
+  partner, else Welch. "every pair equal": the difference is the same in every pair (e.g. both pass no test), so no
+  test applies. Every multi-turn condition has the same turn budget, feedback and endings; `single` is one agent
+  with that budget (it may refine and end early). Team return is compared only between teams: one agent is paid
+  `(w_q + w_c)·quality`, a team `w_q·quality + w_c·consistency`.
+- **Trained against each condition.** The same differences for every condition the study ran (`base`,
+  `single_oneshot`...), pooled over the team sizes both ran.
 - **Against the seeds' figures.** Each cell is `{REFERENCE}` against one other condition, pooled over envs and team
   sizes (only the env × team-size cells both ran). Turns: `baseline / trained` ("x fewer"). Consistency columns:
   relative change `(trained − baseline) / baseline`. Rates: relative change and, in brackets, percentage points
@@ -889,7 +1087,13 @@ def _write_report(out_dir: Path, log: LogContents) -> Path:
             "episodes run under different settings.**"
         )
     if REFERENCE not in conditions_of(rows):
-        warnings_md.append(f"**No `{REFERENCE}` episodes in the log: no headline and no tests.**")
+        warnings_md.append(f"**No `{REFERENCE}` episodes in the log: no comparison with a trained team.**")
+    else:
+        untrained_only = [f"{env} with {size} agents" for env in envs for size in sizes_of(_select(rows, env=env))
+                          if not _select(rows, REFERENCE, env, size)]
+        if untrained_only:
+            warnings_md.append(f"No `{REFERENCE}` episodes for {', '.join(untrained_only)} (no trained team of that "
+                               "size): the other conditions are compared there without it.")
     sections = [
         "# Study report",
         "",
@@ -898,9 +1102,9 @@ def _write_report(out_dir: Path, log: LogContents) -> Path:
         + (f" {'; '.join(dropped)}." if dropped else ""),
         *(["", *warnings_md] if warnings_md else []),
         "",
-        "## Headline: trained against each condition (difference [95 % CI], p)",
+        "## Headline: trained vs untrained vs single (mean [95 % CI]; differences [95 % CI], p)",
         "",
-        format_effects(rows),
+        format_three_way(rows),
         "",
         "## Against the seeds' figures (relative changes, pooled over envs and team sizes)",
         "",
@@ -909,6 +1113,14 @@ def _write_report(out_dir: Path, log: LogContents) -> Path:
         "Means behind the changes (episodes in parentheses):",
         "",
         _headline_means_table(head),
+        "",
+        "## Turns to the end",
+        "",
+        _turns_markdown(rows),
+        "",
+        "## Trained against each condition (difference [95 % CI], p; pooled over the team sizes both ran)",
+        "",
+        format_effects(rows),
         "",
         "## Degenerate strategies? (mean [95 % CI] per condition)",
         "",
@@ -971,13 +1183,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     head = headline(log.rows)
-    print(format_effects(log.rows))
-    print("\nAgainst the seeds' figures:\n")
-    print(format_headline(head))
+    print_headline(log.rows)
     if args.json is not None:
         effects = [r for r in compare_conditions(log.rows) if r["team_size"] == POOLED]
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({**head, "effects": effects}, indent=2, default=str) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({**head, "effects": effects, "three_way": _three_way_json(log.rows),
+                                         "turns": turn_distribution(log.rows)}, indent=2, default=str) + "\n",
+                             encoding="utf-8")
     skipped = f" ({log.malformed} malformed line(s) skipped)" if log.malformed else ""
     print(f"\nreport: {path}{skipped}")
     return 0

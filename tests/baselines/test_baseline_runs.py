@@ -59,6 +59,11 @@ def test_registry_has_the_five_baselines() -> None:
         "prompt_collaboration",
     ]
     assert get_baseline("plain") is PLAIN
+    # Beside the five: one agent with a team's turn budget (the study's `single`); single_agent stays one-shot.
+    multiturn = get_baseline("single_agent_multiturn")
+    assert multiturn.single_agent and multiturn.turns_adjustable and "single_agent_multiturn" not in BASELINES
+    assert multiturn.env_kwargs(3, 4) == {"num_agents": 1, "max_turns": 4, "observability": "local"}
+    assert get_baseline("single_agent").env_kwargs(3, 4)["max_turns"] == 1
     with pytest.raises(ValueError, match=r"baseline: expected one of \('single_agent'"):
         get_baseline("telepathy")
     with pytest.raises(ValueError, match=r"env: expected one of \('writing', 'coding'\), got 'chess'"):

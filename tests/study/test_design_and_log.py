@@ -96,8 +96,96 @@ def test_the_base_condition_is_the_trained_teams_setting_with_the_adapters_off()
     # Paired: every (env, size, task, seed) the trained team plays, the base team plays too.
     keys = {c: {e.key.split("/", 1)[1] for e in design.plan() if e.condition == c} for c in ("trained", "base")}
     assert keys["trained"] == keys["base"] and keys["base"]
+    assert {"trained", "untrained", "single", "base"} <= set(PRESETS["results"]["design"]["conditions"])
+
+
+def test_every_multi_turn_condition_gets_the_same_turn_budget_four_by_default():
+    design = small_design()
+    assert design.max_turns == 4
+    for condition in ("trained", "base", "untrained", "single"):
+        for env in design.envs:
+            assert design.env_kwargs_for(env, condition, 3)["max_turns"] == 4, condition
+            assert design.turn_budget(condition) == 4
+    # The same feedback: the trained team, its base and the single agent play the env's own prompts (local view).
+    assert CONDITIONS["single"].baseline != CONDITIONS["untrained"].baseline
+    assert design.env_kwargs_for("coding", "single", 3) == {**design.env_kwargs_for("coding", "trained", 3),
+                                                            "num_agents": 1}
+    assert small_design(max_turns=6).env_kwargs_for("writing", "single", 2)["max_turns"] == 6
+
+
+def test_single_is_one_agent_with_the_budget_and_single_oneshot_is_magrpos_one_turn_agent():
+    design = small_design(conditions=("trained", "single", "single_oneshot"))
+    assert CONDITIONS["single"].single_agent and CONDITIONS["single_oneshot"].single_agent
+    assert design.env_kwargs_for("writing", "single_oneshot", 2) == {
+        "similarity": "tfidf", "num_agents": 1, "max_turns": 1, "observability": "local"}
+    assert design.turn_budget("single_oneshot") == 1
+    assert all(e.num_agents == 1 for e in design.plan() if e.condition in ("single", "single_oneshot"))
+    # Token budgets: one agent writing everything gets its solo role's; a team its roles'; one override for all.
+    assert design.token_budget("writing", "single", 2) == design.token_budget("writing", "single_oneshot", 3) == 192
+    assert design.token_budget("writing", "trained", 2) == 128
+    assert small_design(max_new_tokens=64).token_budget("writing", "single", 2) == 64
+
+
+def test_the_single_agent_plays_turns_and_may_end_early_with_the_envs_feedback():
+    from baselines.collaboration import get_baseline
+    from llm_marl_envs import rollout
+    from llm_marl_envs.registry import make_env
+
+    design = small_design()
+    spec = get_baseline(CONDITIONS["single"].baseline)
+    replies = iter(["A first try.", "A better summary of the whole article, in a few sentences. <done/>"])
+    env = make_env("writing", **design.env_kwargs_for("writing", "single", 2))
+    (episode,) = rollout.run_episodes([env], lambda requests: [next(replies) for _ in requests], seeds=[0],
+                                      schedule=spec.schedule)
+    assert episode.agents == ("solo",) and episode.turns == 2 < design.max_turns
+    first, second = (step.messages[-1]["content"] for step in episode.steps)
+    assert "A first try." in second and "A first try." not in first  # it refines its own draft, as a team's agent
+
+
+def test_presets_have_the_pairs_the_issue_asks_for():
+    counts = {}
     for preset in ("main", "results"):
-        assert {"trained", "untrained", "single", "base"} <= set(PRESETS[preset]["design"]["conditions"])
+        design = StudyDesign(**{**PRESETS[preset]["design"], "similarity": "tfidf"})
+        counts[preset] = Counter((e.env, e.team_size, e.condition) for e in design.plan())
+        assert design.max_turns == 4
+    results, main_counts = counts["results"], counts["main"]
+    for env in ("writing", "coding"):
+        for condition in ("trained", "untrained", "single", "base", "single_oneshot"):
+            assert results[(env, 2, condition)] >= 40
+            for size in (3, 4):
+                assert results[(env, size, condition)] >= 24
+        for condition in ("trained", "untrained", "single"):
+            assert main_counts[(env, 2, condition)] >= 16
+    assert {size for _, size, _ in main_counts} == {2}
+    # The main job pairs distinct tasks: 16 held-out tasks per env, one seed each.
+    main = StudyDesign(**{**PRESETS["main"]["design"], "similarity": "tfidf"})
+    assert len({(e.task, e.seed) for e in main.plan() if e.env == "coding" and e.condition == "single"}) == 16
+
+
+def test_a_team_size_without_a_trained_team_plays_every_other_condition():
+    design = small_design(team_sizes=(2, 3, 4), cell_episodes={2: 6, 3: 4, 4: 4},
+                          missing_teams=(("writing", 3), ("writing", 4), ("coding_v0", 4)))
+    plan = design.plan()
+    cells = Counter((e.env, e.team_size, e.condition) for e in plan)
+    assert ("writing", 3, "trained") not in cells and ("coding", 4, "trained") not in cells
+    assert cells[("coding", 3, "trained")] == 4 and cells[("writing", 2, "trained")] == 6
+    assert cells[("writing", 3, "untrained")] == cells[("writing", 3, "single")] == 4
+    assert design.skipped_cells() == [("writing", 3, "trained"), ("writing", 4, "trained"), ("coding", 4, "trained")]
+    assert design.episodes == len(plan)
+    from benchmarks.study.design import cells_needing_teams
+
+    assert cells_needing_teams(design) == [("writing", 2), ("coding", 2), ("coding", 3)]
+    with pytest.raises(ValueError, match="leaves no cell"):
+        small_design(conditions=("trained",), team_sizes=(2,), missing_teams=(("writing", 2), ("coding", 2)))
+
+
+@pytest.mark.parametrize(
+    ("cell_episodes", "message"),
+    [({2: 5}, "each team size"), ({2: 5, 3: 0}, r"cell_episodes\[3\]"), ({2: 5, 3: 2, 4: 1}, "each team size")],
+)
+def test_episodes_per_cell_are_checked(cell_episodes, message):
+    with pytest.raises(ValueError, match=message):
+        small_design(cell_episodes=cell_episodes)
 
 
 def test_config_hash_changes_with_what_decides_outcomes():

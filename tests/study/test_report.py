@@ -47,6 +47,8 @@ def episode(condition: str, env: str, size: int, t: int, s: int) -> dict[str, An
         team_return, quality = 0.3 + 0.05 * s, 0.55 + 0.01 * t
     if env == "coding":
         quality += 0.05  # an env offset, so pooled and per-env figures differ
+    # Latency in tokens: the longest reply per turn, summed (trained 40 a turn, untrained 60 + 10·s, single 100).
+    per_turn = {"trained": 40, "untrained": 60 + 10 * s, "single": 100}[condition]
     return {
         "key": f"{condition}/{env}/{size}/{TASKS[t]}/{s}",
         "config_hash": "abc123",
@@ -70,7 +72,10 @@ def episode(condition: str, env: str, size: int, t: int, s: int) -> dict[str, An
         "helper_load_bearing": (1.0 if condition == "trained" else float(t == 0))
         if env == "coding" and condition != "single" else None,
         "end_reason": "done",
-        "wall_time_s": 0.1,
+        "turn_budget": 12,
+        "critical_path_tokens": per_turn * turns,
+        "completion_tokens": per_turn * turns * (1 if condition == "single" else size),
+        "wall_time_s": 0.1 * turns + (0.02 * s if condition == "untrained" else 0.01 * t),
         "texts": {"agent_0": "draft"},
     }
 
@@ -239,7 +244,9 @@ def test_tests_csv_picks_paired_or_welch_and_matches_scipy(built: Path) -> None:
         else:
             a = present([r[metric] for r in a_rows])
             b = present([r[metric] for r in b_rows])
-            ref = sps.ttest_ind(a, b, equal_var=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # as above: a constant metric in both groups
+                ref = sps.ttest_ind(a, b, equal_var=False)
             pooled = math.sqrt(((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1))
                                / (len(a) + len(b) - 2))
             effect = (np.mean(a) - np.mean(b)) / pooled
@@ -420,8 +427,11 @@ def test_print_headline_and_mixed_configurations(tmp_path: Path, capsys: pytest.
     report.print_headline(rows)
     printed = capsys.readouterr().out
     # Turns differ by exactly −6 in every pair (trained 2, untrained 8, + parity + size − 2): see synthetic rows.
-    assert "| turns per episode (latency) | 3.000 [" in printed and "9.000 → -6.000 [-6.000, -6.000], every pair " \
-        "equal" in printed
+    writing_2 = printed.split("writing, team size 2")[1].split("writing, team size 3")[0]
+    turns = next(line for line in writing_2.splitlines() if line.startswith("| turns per episode"))
+    assert turns.startswith("| turns per episode (latency) | 2.500 [") and "| -6.000 [-6.000, -6.000], every pair " \
+        "equal" in turns
+    assert "Against the seeds' figures" in printed and "3.1x fewer" in printed
     mixed = [{**r, "config_hash": "other"} if r["condition"] == "single" else r for r in rows]
     mixed = [{**r, "similarity_backend": "tfidf"} for r in mixed]
     md = report.build_report(tmp_path, rows=mixed).read_text(encoding="utf-8")
@@ -471,3 +481,57 @@ def test_echoed_scaffolding_is_logged_or_derived_from_the_logged_parts() -> None
     rows = report.clean_rows([old, new]).rows
     assert [r["echoed_scaffolding"] for r in rows] == [0.5, 0.0] and "echoed_scaffolding" not in old
     assert "echoed_scaffolding" in report.DEGENERACY_METRICS
+
+
+def test_the_three_way_headline_pairs_by_task_and_seed_and_keeps_team_return_between_teams() -> None:
+    rows = synthetic_rows()
+    records = {(r["env"], r["team_size"], r["metric"]): r for r in report.three_way(rows)}
+    # Critical-path tokens, writing, size 2: trained 40·turns, single 100·turns, paired over 3 tasks x 2 seeds.
+    cp = records[("writing", 2, "critical_path_tokens")]
+    key = [(t, s) for t in range(3) for s in SEEDS]
+    trained = [40 * (2 + (t + s) % 2) for t, s in key]
+    single = [100 * (11 + t) for t, s in key]
+    ref = sps.ttest_rel(trained, single)
+    result = cp["pairs"][("trained", "single")]
+    assert result.test == "paired t" and result.n_a == 6
+    assert result.diff == pytest.approx(np.mean(np.subtract(trained, single)))
+    assert result.t == pytest.approx(ref.statistic) and result.p == pytest.approx(ref.pvalue)
+    assert cp["means"]["single"].mean == pytest.approx(np.mean(single))
+    assert set(cp["pairs"]) == {("trained", "untrained"), ("trained", "single"), ("untrained", "single")}
+    # Team return: a solo agent is paid another formula, so only the two teams are compared.
+    team_return = records[("coding", 3, "team_return")]
+    assert set(team_return["pairs"]) == {("trained", "untrained")} and set(team_return["means"]) == {
+        "trained", "untrained"}
+    # Writing has no pass rate: no row for it there; coding has.
+    assert ("writing", 2, "pass_rate") not in records and ("coding", 2, "pass_rate") in records
+    text = report.format_three_way(rows)
+    assert "writing, team size 2 (episodes: trained 6, untrained 6, single 6):" in text
+    line = next(r for r in text.split("coding, team size 3")[1].splitlines() if r.startswith("| team return"))
+    assert line.count("— (teams only)") == 3  # single's mean, trained − single, untrained − single
+    assert "| trained − untrained | trained − single | untrained − single |" in text
+
+
+def test_a_size_without_a_trained_team_compares_the_others_and_pools_only_where_both_ran(tmp_path: Path) -> None:
+    rows = [r for r in synthetic_rows() if not (r["condition"] == "trained" and r["team_size"] == 3)]
+    records = [r for r in report.three_way(rows) if r["team_size"] == 3]
+    assert records and all(set(r["pairs"]) <= {("untrained", "single")} for r in records)
+    assert all("trained" not in r["means"] for r in records)
+    # Trained vs untrained, pooled over sizes: only size 2 is shared, so the test stays paired on its 6 pairs
+    # instead of mixing in untrained's size-3 episodes (a Welch test on unmatched cells).
+    pooled = [r for r in report.compare_conditions(rows)
+              if r["team_size"] == report.POOLED and r["condition_b"] == "untrained" and r["env"] == "writing"]
+    assert pooled and all(r["test"] == "paired t" and r["n_a"] == 6 for r in pooled)
+    md = report.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
+    assert "No `trained` episodes for writing with 3 agents, coding with 3 agents" in md
+
+
+def test_the_turn_distribution_counts_endings_per_condition() -> None:
+    rows = [r for r in synthetic_rows() if r["env"] == "writing" and r["team_size"] == 2]
+    rows = [{**r, "turn_budget": 3, "end_reason": "converged" if r["turns"] < 3 else "max_turns"} for r in rows]
+    by = {r["condition"]: r for r in report.turn_distribution(rows)}
+    # Trained: 2 + parity over (t, s): parity 0,1,1,0,0,1 -> three episodes of 2 turns, three of 3.
+    assert by["trained"]["counts"] == {1: 0, 2: 3, 3: 3} and by["trained"]["ended_early"] == pytest.approx(0.5)
+    assert by["trained"]["end_reasons"] == {"converged": 3, "max_turns": 3} and by["trained"]["mean"] == 2.5
+    assert by["untrained"]["ended_early"] == 0.0 and by["untrained"]["budget"] == 3
+    md = report._turns_markdown(rows)
+    assert "| 2 | trained | 6 | 0 | 3 | 3 |" in md and "50 % (budget 3)" in md

@@ -50,6 +50,11 @@ def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(
     assert (tmp_path / "report.md").is_file()
     out = capsys.readouterr().out
     assert "episodes/min" in out
+    # One progress line per turn of every batch (2 turns of the smoke preset), not one per batch.
+    turn_lines = [line for line in out.splitlines() if re.match(r"\[study\] (writing|coding): .* turn \d", line)]
+    batches = {line.split(" turn ")[0] for line in turn_lines}
+    assert len(turn_lines) == 2 * len(batches) and "ETA" in turn_lines[-1] and "turns played" in turn_lines[-1]
+    assert "writing, team size 2" in out and "Against the seeds' figures" in out
     # Running the same command again finds everything done and runs nothing.
     assert main(argv) == 0
     assert len(logged(tmp_path)) == len(rows)
@@ -65,6 +70,10 @@ def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(
         (["--episodes", "0"], "episodes"),
         (["--policy", "endpoint"], "base-url"),
         (["--train", "--adapters", "/x"], "not both"),
+        (["--pairs", "2=x"], "--pairs: expected N or SIZE=N"),
+        (["--sizes", "2", "3", "--pairs", "2=4", "3"], "SIZE=N for each size"),
+        (["--sizes", "2", "--pairs", "3=4"], "cell_episodes: expected a count for each team size"),
+        (["--batch-size", "0"], "--batch-size"),
     ],
 )
 def test_bad_options_are_one_clear_error_before_any_episode(tmp_path, capsys, argv, message):
@@ -76,6 +85,43 @@ def test_bad_options_are_one_clear_error_before_any_episode(tmp_path, capsys, ar
 def test_the_trained_condition_needs_teams_or_training(tmp_path, capsys):
     assert main(["--similarity", "tfidf", "--out", str(tmp_path)]) == 2
     assert "--adapters" in capsys.readouterr().err
+
+
+def test_pairs_set_episodes_per_cell_by_team_size():
+    design, _ = design_from_args(build_parser().parse_args(["--sizes", "2", "3", "--pairs", "2=5", "3=2"]))
+    assert design.cell_episodes == {2: 5, 3: 2} and design.episodes == 2 * 3 * (5 + 2)
+    design, _ = design_from_args(build_parser().parse_args(["--preset", "results", "--pairs", "3"]))
+    assert design.cell_episodes == {2: 3, 3: 3, 4: 3}
+    design, _ = design_from_args(build_parser().parse_args(["--preset", "results", "--episodes", "60"]))
+    assert design.cell_episodes is None and design.episodes == 60
+
+
+def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_path, monkeypatch, capsys):
+    """The shipped teams cover size 2 only: sizes 3 and 4 play every other condition, with a note, not a crash. (The
+    scripted policy stands in for the model; the teams are resolved as for a real run.)"""
+    from baselines.teams import builtin_teams
+    from benchmarks.study import cli
+
+    shipped = sorted(builtin_teams())
+    assert shipped and {size for _, size in shipped} == {2}, "update this test when teams of sizes 3-4 ship"
+    monkeypatch.setattr(cli, "_team_fingerprint", lambda directory: {"dir": str(directory)})
+    argv = ["--preset", "results", "--pairs", "1", "--tasks", "1", *SCRIPTED, "--no-report", "--out", str(tmp_path)]
+    args = build_parser().parse_args(argv)
+    design, training = design_from_args(args)
+    teams, design = cli._team_sources(args, design, training, cli.PolicySpec(kind="local"), tmp_path)
+    assert design.missing_teams == tuple(sorted((env, size) for env in ("writing", "coding") for size in (3, 4)))
+    assert set(teams.given) == {("writing", 2), ("coding", 2)}
+    plan = design.plan()
+    assert not [e for e in plan if e.condition == "trained" and e.team_size > 2]
+    assert {e.condition for e in plan if e.team_size == 4} == {"untrained", "single", "base", "single_oneshot"}
+    # The whole command says so before it runs anything.
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "note: no trained team for coding with 3 agents, coding with 4 agents, writing with 3 agents" in out
+    # Teams given by folder must cover every cell: a missing one is still an error.
+    assert main(["--adapters", str(shipped and builtin_teams()[shipped[0]]), "--sizes", "2", "3",
+                 "--similarity", "tfidf", "--out", str(tmp_path / "x")]) == 2
+    assert "--adapters: no team for" in capsys.readouterr().err
 
 
 def _study_process(argv: list[str]) -> subprocess.Popen:
@@ -166,9 +212,9 @@ def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_pa
     assert trained and all(r["texts"] and r["num_agents"] == 2 for r in trained)
     assert all(any(text.strip() for text in r["texts"].values()) for r in rows)  # the model wrote something
     out = capsys.readouterr().out
-    # The headline: per env, trained's mean and the difference against each other condition (untrained first).
-    assert "writing:" in out and "coding:" in out and (tmp_path / "report.md").is_file()
-    assert re.search(r"\| metric \| trained \(n = \d+\) \| vs untrained \(n = \d+\) \| vs single", out)
+    # The headline: per env, trained vs untrained vs single, each pair a difference with its CI and p.
+    assert "writing, team size 2" in out and "coding, team size 2" in out and (tmp_path / "report.md").is_file()
+    assert "| metric | trained | untrained | single | trained − untrained | trained − single |" in out
 
 
 @pytest.mark.model
@@ -180,12 +226,14 @@ def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, c
     team, one agent and the adapters-off team, paired, with a numeric headline (no ``n/a`` cells)."""
     from baselines.teams import builtin_team_dir
 
-    argv = ["--preset", "main", "--episodes", "8", "--tasks", "1", "--max-new-tokens", "24", "--similarity", "tfidf",
-            "--out", str(tmp_path)]
+    argv = ["--preset", "main", "--conditions", "trained", "untrained", "single", "base", "--pairs", "1", "--tasks",
+            "1", "--max-new-tokens", "24", "--max-turns", "2", "--similarity", "tfidf", "--out", str(tmp_path)]
     assert main(argv) == 0
     rows = logged(tmp_path)
     assert {r["key"] for r in rows} == planned_keys(argv)
     assert {r["condition"] for r in rows} == {"trained", "untrained", "single", "base"}
+    # The model's replies carry token ids: every episode has its latency in tokens.
+    assert all(0 < r["critical_path_tokens"] <= r["completion_tokens"] <= 24 * 2 * r["turns"] for r in rows)
     record = json.loads((tmp_path / "study.json").read_text())
     for env in ("writing", "coding"):
         team = record["teams"][f"{env}-2"]
@@ -198,6 +246,6 @@ def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, c
         assert (trained[env]["task"], trained[env]["seed"]) == (base[env]["task"], base[env]["seed"])
         assert set(trained[env]["texts"]) == set(base[env]["texts"]) and trained[env]["num_agents"] == 2
     out = capsys.readouterr().out
-    assert re.search(r"\| metric \| trained \(n = 1\) \| vs untrained \(n = 1\) \| vs base \(n = 1\) \| vs single", out)
+    assert "writing, team size 2 (episodes: trained 1, untrained 1, single 1):" in out
     team_return = [line for line in out.splitlines() if line.startswith("| team return |")]
     assert len(team_return) == 2 and not any("n/a" in line for line in team_return)

@@ -1,0 +1,139 @@
+"""The study's scheduling and per-episode figures: which episodes share a lockstep batch, critical-path tokens on
+hand-made trajectories, and one progress line per turn of a running batch (with an ETA from measured turns)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+
+import pytest
+
+from baselines.policies import Generation
+from benchmarks.progress import LockstepTurn, StudyProgress
+from benchmarks.study.design import StudyDesign
+from benchmarks.study.execution import PolicySpec, make_batches, run_batch, token_counts
+from llm_marl_envs.rollout import AgentStep
+
+
+def design(**changes) -> StudyDesign:
+    values = {"team_sizes": (2,), "conditions": ("trained", "untrained", "single", "base"), "episodes": 16,
+              "tasks": 2, "similarity": "tfidf", "env_kwargs": {"coding": {"executor": "local"}}}
+    return StudyDesign(**{**values, **changes})
+
+
+# ------------------------------------------------------------------------------------------------------ batching
+def test_conditions_the_base_model_plays_with_one_token_budget_share_a_batch():
+    plan = design().plan()
+    teams = {("writing", 2): "teams/writing-2", ("coding", 2): "teams/coding-2"}
+    batches = make_batches(plan, 32, teams, design())
+    by_conditions = {(b.env, b.conditions): b for b in batches}
+    # Coding: every role has the same budget (160), so the untrained team, its adapters-off twin and the single agent
+    # share one batch; writing's single agent (192 tokens for its whole text) keeps its own.
+    assert set(by_conditions) == {
+        ("coding", ("trained",)), ("coding", ("untrained", "single", "base")),
+        ("writing", ("trained",)), ("writing", ("untrained", "base")), ("writing", ("single",)),
+    }
+    assert by_conditions[("coding", ("trained",))].team_dir == "teams/coding-2"
+    assert by_conditions[("coding", ("untrained", "single", "base"))].team_dir is None
+    assert Counter(e.key for b in batches for e in b.episodes) == Counter(e.key for e in plan)  # each once
+    # The old schedule, kept for side-by-side timing: one condition per batch.
+    old = make_batches(plan, 32, teams, design(), batching="condition")
+    assert sorted((b.env, b.conditions) for b in old) == sorted(
+        (env, (c,)) for env in ("writing", "coding") for c in ("trained", "untrained", "single", "base"))
+    # batch_size caps a batch; plan order is kept within a group.
+    small = make_batches(plan, 3, teams, design())
+    assert max(len(b.episodes) for b in small) == 3
+    coding = [e for b in small if b.conditions != ("trained",) and b.env == "coding" for e in b.episodes]
+    assert coding == [e for e in plan if e.env == "coding" and e.condition != "trained"]
+    with pytest.raises(ValueError, match="batching: expected one of"):
+        make_batches(plan, 3, teams, design(), batching="random")
+
+
+def test_one_override_budget_puts_every_base_model_condition_of_an_env_in_one_batch():
+    batches = make_batches(design(max_new_tokens=48).plan(), 32, {}, design(max_new_tokens=48))
+    assert sorted((b.env, b.conditions) for b in batches) == [
+        ("coding", ("trained",)), ("coding", ("untrained", "single", "base")),
+        ("writing", ("trained",)), ("writing", ("untrained", "single", "base"))]
+
+
+def test_a_mixed_batch_plays_each_episode_under_its_own_condition_and_reports_every_turn():
+    """Scripted policy, real envs: the single agent and the untrained team share the batch, each with its own
+    roles, prompts and turn budget; one report per turn once every playing episode has stepped."""
+    study = design(conditions=("untrained", "single", "single_oneshot"), max_new_tokens=32, cell_episodes={2: 2})
+    batch = next(b for b in make_batches(study.plan(), 32, {}, study) if b.env == "coding")
+    assert batch.conditions == ("untrained", "single", "single_oneshot") and len(batch.episodes) == 6
+    turns: list[LockstepTurn] = []
+    rows = run_batch(batch, study, PolicySpec(kind="scripted"), on_turn=turns.append)
+    by_condition = {row["condition"]: row for row in rows}
+    assert by_condition["single"]["num_agents"] == by_condition["single_oneshot"]["num_agents"] == 1
+    assert by_condition["untrained"]["num_agents"] == 2
+    assert by_condition["single_oneshot"]["turns"] == 1 and by_condition["single_oneshot"]["turn_budget"] == 1
+    assert by_condition["single"]["turn_budget"] == by_condition["untrained"]["turn_budget"] == 4
+    # One report per turn of the batch, each counting what the rows say: who played it, who ended with it, the turns
+    # their budgets had left.
+    expected, done = [], 0
+    for turn in range(1, max(row["turns"] for row in rows) + 1):
+        ended = [row for row in rows if row["turns"] == turn]
+        done += len(ended)
+        expected.append((turn, sum(row["turns"] >= turn for row in rows), len(ended),
+                         sum(row["turn_budget"] - turn for row in ended), done))
+    assert [(t.turn, t.played, t.ended, t.unused_turns, t.batch_done) for t in turns] == expected
+    assert expected[0][2] >= 2  # the one-shot agents end at turn 1
+    assert all(t.label == "coding: untrained + single + single_oneshot" and t.batch_size == 6 for t in turns)
+    # A scripted policy gives no token ids: no latency in tokens, rather than a made-up one.
+    assert all(row["critical_path_tokens"] is None and row["completion_tokens"] is None for row in rows)
+
+
+# -------------------------------------------------------------------------------------------- critical-path tokens
+def step(agent: str, turn: int, tokens: int | None) -> AgentStep:
+    generation = None if tokens is None else Generation(text="x", completion_ids=tuple(range(tokens)))
+    return AgentStep(agent=agent, turn=turn, messages=(), action="x", reward=0.0, reward_components={},
+                     terminated=False, truncated=False, generation=generation)
+
+
+def test_critical_path_tokens_sum_the_longest_reply_of_each_turn():
+    # Turn 1: both write (30, 50) -> 50; turn 2: only aux acts (main is done) -> 20; turn 3: 10 and 70 -> 70.
+    steps = [step("aux", 1, 30), step("main", 1, 50), step("aux", 2, 20), step("aux", 3, 10), step("main", 3, 70)]
+    assert token_counts(steps) == (50 + 20 + 70, 30 + 50 + 20 + 10 + 70)
+    # One agent: its replies are the critical path.
+    assert token_counts([step("solo", 1, 40), step("solo", 2, 25)]) == (65, 65)
+    # Parallel writers: a team of four 40-token replies costs one 40-token turn of latency, four of compute.
+    assert token_counts([step(a, 1, 40) for a in ("a", "b", "c", "d")]) == (40, 160)
+    # A reply without token ids makes the figure unknown, not smaller.
+    assert token_counts([step("aux", 1, 30), step("main", 1, None)]) == (None, None)
+    assert token_counts([]) == (0, 0)
+
+
+# -------------------------------------------------------------------------------------------------------- progress
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_study_progress_prints_a_line_per_turn_with_counts_rate_and_an_eta_from_measured_turns():
+    stream, clock = io.StringIO(), Clock()
+    # 5 episodes budgeted 4 turns each, 2 already logged by an earlier run (a resume): 20 turn units, 8 done.
+    progress = StudyProgress([4] * 5, done=[4, 4], stream=stream, live=False, clock=clock)
+    clock.now = 30.0  # model loading and the first turn
+    progress.on_turn(LockstepTurn("coding: untrained + single", 1, played=2, ended=0, unused_turns=0, batch_done=0,
+                                  batch_size=2))
+    clock.now = 40.0  # second turn: one episode ends early, crediting its 2 unused turns
+    progress.on_turn(LockstepTurn("coding: untrained + single", 2, played=2, ended=1, unused_turns=2, batch_done=1,
+                                  batch_size=2))
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and all(line.startswith("[study] coding: untrained + single turn ") for line in lines)
+    assert "3/5 episodes" in lines[1] and "4 turns played" in lines[1] and "1 ended" in lines[1]
+    assert "(1/2 of the batch done)" in lines[1]
+    # Rates over this run: 1 episode and 4 turns in 40 s -> 1.5 episodes/min, 6.0 turns/min.
+    assert "1.5 episodes/min, 6.0 turns/min" in lines[1]
+    # Pace from the first update: 4 units in 10 s; 6 units left -> 15 s.
+    assert progress.done == 14 and progress.eta_s() == pytest.approx(15.0)
+    assert re.search(r"ETA 15\.0 s$", lines[1])
+    # Rows from elsewhere (Ray workers report no turns) count their whole budget.
+    progress.episodes_logged([4], "coding: trained", turns=[3])
+    assert progress.done == 18 and progress.episodes_done == 4 and progress.turns_played == 7
+    assert "4/5 episodes" in stream.getvalue().splitlines()[-1]
