@@ -36,7 +36,7 @@ from llm_marl_envs.rollout import ChatRequest, run_episodes
 from llm_marl_envs.sandbox.hostile import HOSTILE
 
 BATCH = 8
-_PLACEHOLDER = re.compile(r"\{(host_file|host_dir|port|host_ip|secret_env)\}")
+_PLACEHOLDER = re.compile(r"\{(host_file|host_public_file|host_dir|port|host_ip|secret_env)\}")
 # Programs that attack the caller rather than leak: they would kill or stop this very process on the local backend.
 _EXCLUDED = frozenset({"kill_parent", "stop_parent", "kill_supervisor", "kill_everything"})
 
@@ -48,7 +48,7 @@ def programs(backend: str) -> list[tuple[str, str]]:
     for hostile in HOSTILE:
         if hostile.name in _EXCLUDED or _PLACEHOLDER.search(hostile.code):
             continue
-        if backend == "local" and hostile.docker_only:
+        if backend == "local" and hostile.isolated_only:
             continue
         chosen.append((hostile.name, hostile.code))
     return chosen

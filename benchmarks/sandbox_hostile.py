@@ -4,7 +4,7 @@ The hostile tests assert verdicts (a runaway program must come back as ``timeout
 of the machine, so it is measured here instead. Each program runs once per backend against a throw-away bait (a
 listening socket, a secret file, a dir) and a row gives its status, whether that status is one the catalogue
 accepts, and the seconds from call to verdict next to the bound a call should stay under (the run budget plus 5 s of
-host grace and container start-up). ``docker_only`` programs are not run on the local backend, where they would harm
+host grace and container start-up). ``isolated_only`` programs are not run on the local backend, where they would harm
 the host.
 
     python -m benchmarks.sandbox_hostile [--backends docker,local] [--timeout-s 1.5] [--only NAME ...] [--json PATH]
@@ -56,7 +56,8 @@ def bait() -> Iterator[dict[str, object]]:
     secret_env = "LLM_MARL_BENCH_SECRET"
     os.environ[secret_env] = "env secret"
     try:
-        yield {"port": server.getsockname()[1], "host_ip": _outside_ip(), "host_file": secret, "host_dir": folder,
+        yield {"port": server.getsockname()[1], "host_ip": _outside_ip(), "host_file": secret,
+               "host_public_file": Path(__file__).resolve(), "host_dir": folder,
                "secret_env": secret_env}
     finally:
         os.environ.pop(secret_env, None)
@@ -88,7 +89,7 @@ def measure(backend: str, programs: Sequence[Hostile], limits: SandboxLimits) ->
     with bait() as params, make_executor(backend, limits, **({"pool_size": 1} if backend == "docker" else {})) as ex:
         ex.run("def f(x):\n    return x + 1\n", ["assert f(1) == 2"])  # warm-up: the first container starts here
         for hostile in programs:
-            if hostile.docker_only and backend == "local":
+            if hostile.isolated_only and backend == "local":
                 rows.append(HostileTiming(backend, hostile.name, "skipped", True, None, bound))
                 continue
             start = time.perf_counter()

@@ -156,7 +156,8 @@ def rss_kib() -> int:
 
 def soak(minutes: float, concurrency: int, checks: list[dict[str, Any]]) -> dict[str, Any]:
     """Hostile mix at ``concurrency`` for ``minutes``; leaks measured after a warm-up batch."""
-    params = {"port": 9, "host_ip": "192.0.2.1", "host_file": "/etc/shadow", "host_dir": "/etc", "secret_env": "HOME"}
+    params = {"port": 9, "host_ip": "192.0.2.1", "host_file": "/etc/shadow", "host_public_file": __file__,
+              "host_dir": "/etc", "secret_env": "HOME"}
     hostile = [TestJob(h.render(**params), [h.test]) for h in HOSTILE]
     honest = [TestJob(c["problem"]["prompt"] + c["completion"], c["problem"]["test"], c["problem"]["entry_point"])
               for c in checks[:64]]

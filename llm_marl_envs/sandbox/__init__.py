@@ -5,12 +5,21 @@
 >>> report.passed, report.total
 (1, 1)
 
-Backends: ``"docker"`` (hardened containers from a warm pool; the isolation boundary), ``"local"`` (a subprocess with
-rlimits; not isolation) and ``"auto"`` (Docker when an engine and the image answer). See ``README.md`` next to this
-file for the threat model and the guarantees of each backend.
+Backends: ``"docker"`` (hardened containers from a warm pool), ``"bwrap"`` (bubblewrap namespaces from a warm pool:
+isolation without Docker), ``"local"`` (a subprocess with rlimits; not isolation, used only when named) and
+``"auto"`` (Docker when an engine has the image, else bwrap, else :class:`NoIsolationError`). See ``README.md`` next
+to this file for the threat model and the guarantees of each backend.
 """
 
-from llm_marl_envs.sandbox.backends import docker_available, make_executor, run_tests, shared_executor
+from llm_marl_envs.sandbox.backends import (
+    NoIsolationError,
+    choose_backend,
+    docker_available,
+    docker_status,
+    make_executor,
+    run_tests,
+    shared_executor,
+)
 from llm_marl_envs.sandbox.executor import BACKENDS, CachingExecutor, Executor, verdict_key
 from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
 from llm_marl_envs.sandbox.splitting import split_tests
@@ -22,12 +31,15 @@ __all__ = [
     "STATUSES",
     "CachingExecutor",
     "Executor",
+    "NoIsolationError",
     "SandboxError",
     "SandboxLimits",
     "TestJob",
     "TestOutcome",
     "TestReport",
+    "choose_backend",
     "docker_available",
+    "docker_status",
     "make_executor",
     "run_tests",
     "shared_executor",

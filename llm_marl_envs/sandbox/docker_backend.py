@@ -22,24 +22,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import socket
 import threading
 import time
 import uuid
-import weakref
 from typing import Any
 
-from llm_marl_envs.sandbox.executor import Executor, elapsed_since
 from llm_marl_envs.sandbox.harness import harness_source
 from llm_marl_envs.sandbox.image import DEFAULT_IMAGE, docker_client, image_exists
-from llm_marl_envs.sandbox.protocol import build_report, parse_answer, request_bytes, take_frame
-from llm_marl_envs.sandbox.types import SandboxError, SandboxLimits, TestReport
+from llm_marl_envs.sandbox.pool import MAX_SUPERVISOR_STDERR, WarmPoolExecutor
+from llm_marl_envs.sandbox.protocol import take_frame
+from llm_marl_envs.sandbox.types import SandboxError, SandboxLimits
 
 LABEL = "llm_marl_envs.sandbox"
 OWNER_LABEL = "llm_marl_envs.sandbox.owner"
 SANDBOX_UID = "65534:65534"
-_MAX_SUPERVISOR_STDERR = 4096
 # docker-py keeps one HTTP pool per URL in a small LRU and closes evicted pools even while another thread uses them
 # ('NoneType' object has no attribute 'qsize' under concurrent container churn): lifecycle calls are serialized. Runs
 # themselves use each container's attached socket and never take this lock.
@@ -148,7 +145,7 @@ class SandboxContainer:
             answer, self.stdout = take_frame(self.stdout)
             if answer is not None:
                 return answer
-            if len(self.stderr) > _MAX_SUPERVISOR_STDERR or not self._read_chunk(deadline):
+            if len(self.stderr) > MAX_SUPERVISOR_STDERR or not self._read_chunk(deadline):
                 return None
 
     def _read_chunk(self, deadline: float) -> bool:
@@ -189,7 +186,7 @@ class SandboxContainer:
                     closable.close()
 
 
-class DockerExecutor(Executor):
+class DockerExecutor(WarmPoolExecutor):
     """Runs jobs in a warm pool of hardened containers (see the module docstring)."""
 
     backend = "docker"
@@ -210,92 +207,14 @@ class DockerExecutor(Executor):
             raise SandboxError(f"no Docker engine answers ({exc}); start one or use backend='local'") from exc
         if not image_exists(image, self.client):
             raise SandboxError(f"the sandbox image {image!r} is missing: run `llm-marl sandbox build-image`")
-        self.image, self.max_uses = image, max_uses
-        self.pool_size = pool_size or 2 * (os.cpu_count() or 2)
-        self.default_workers = self.pool_size
+        self.image = image
         self.owner, self.instance = owner_tag(), uuid.uuid4().hex
         self.orphans_removed = remove_orphans(self.client)
-        self._idle: queue.LifoQueue[SandboxContainer] = queue.LifoQueue()
-        self._slots = threading.BoundedSemaphore(self.pool_size)
-        self._live: set[SandboxContainer] = set()
-        self._lock = threading.Lock()
-        self._closed = False
-        self.recycled = 0
-        # Executors nobody closed (e.g. shared by envs for the whole process) still remove their containers at exit.
-        self._finalizer = weakref.finalize(self, _destroy_all, self._live)
+        self._start_pool(pool_size or 2 * (os.cpu_count() or 2), max_uses)
 
-    def warm(self, count: int | None = None) -> None:
-        """Start ``count`` containers now (default: the pool size) so the first runs do not pay start-up."""
-        wanted = min(count or self.pool_size, self.pool_size) - self._idle.qsize()
-        started = [self._new_container() for _ in range(max(0, wanted))]
-        for container in started:
-            self._idle.put(container)
-
-    def _new_container(self) -> SandboxContainer:
-        container = SandboxContainer(self.client, self.image, self.limits, self.owner, self.instance)
-        with self._lock:
-            self._live.add(container)
-        return container
-
-    def _discard(self, container: SandboxContainer) -> None:
-        with self._lock:
-            self._live.discard(container)
-            self.recycled += 1
-        container.destroy()
-
-    def _execute(self, job: dict[str, Any]) -> TestReport:
-        if self._closed:
-            raise SandboxError("this executor is closed")
-        start = time.monotonic()
-        request, nonce = request_bytes(job)
-        with self._slots:
-            try:
-                container = self._idle.get_nowait()
-            except queue.Empty:
-                try:
-                    container = self._new_container()
-                except Exception as exc:  # the engine refused (gone, out of resources): the caller must know
-                    raise SandboxError(f"could not start a sandbox container: {exc}") from exc
-            answer, failure, overran = None, None, False
-            try:
-                answer = container.exchange(request, time.monotonic() + float(job["run_budget_s"]) + 5.0)
-            except TimeoutError as exc:
-                failure, overran = str(exc), True
-            except OSError as exc:
-                failure = f"lost the sandbox: {exc}"
-            verdict = parse_answer(answer, nonce)
-            if verdict is None and failure is None:
-                failure = "the sandbox's supervisor died or answered without the run's nonce"
-            report, anomalies = build_report(
-                job["tests"], verdict, duration_s=elapsed_since(start), backend=self.backend,
-                failure=failure, timed_out_host=overran,
-            )
-            healthy = verdict is not None and not anomalies and not report.timed_out and not container.stderr
-            if healthy and container.uses < self.max_uses and not self._closed:
-                self._idle.put(container)
-            else:
-                self._discard(container)
-        return report
+    def _new_sandbox(self) -> SandboxContainer:
+        return SandboxContainer(self.client, self.image, self.limits, self.owner, self.instance)
 
     def live_containers(self) -> int:
         """How many containers this executor holds now."""
-        with self._lock:
-            return len(self._live)
-
-    def close(self) -> None:
-        """Remove every container of this executor."""
-        self._closed = True
-        with self._lock:
-            containers = list(self._live)
-            self._live.clear()
-        for container in containers:
-            container.destroy()
-        while not self._idle.empty():
-            self._idle.get_nowait()
-
-
-def _destroy_all(containers: set[SandboxContainer]) -> None:
-    """Remove every container in ``containers`` (run by the executor's finalizer at exit or collection)."""
-    for container in list(containers):
-        container.destroy()
-    containers.clear()
+        return self.live_sandboxes()

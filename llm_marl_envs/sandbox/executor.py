@@ -15,7 +15,7 @@ from typing import Any
 from llm_marl_envs.sandbox.protocol import MAX_CODE_CHARS, MAX_TESTS, build_job, normalize_tests, rejected_report
 from llm_marl_envs.sandbox.types import SandboxError, SandboxLimits, TestJob, TestReport
 
-BACKENDS = ("auto", "docker", "local")
+BACKENDS = ("auto", "docker", "bwrap", "local")
 
 
 class Executor:

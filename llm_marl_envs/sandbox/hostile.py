@@ -2,10 +2,12 @@
 
 Every program defines (or fails to define) ``f`` and is judged by one test, usually ``assert f(1) == 2``. A program
 *forging* success must never get ``passed``; a program doing damage must get a bounded verdict and leave nothing
-behind. ``expected`` holds the acceptable statuses on Docker; ``local`` overrides them for the local backend where its
-documented guarantee is weaker (see the local backend's docstring), with ``local_note`` saying why. ``docker_only``
-programs are never run on the local backend, because there they would harm the host; ``local_note`` says how.
-Templates may use ``{host_file}``, ``{host_dir}``, ``{port}``, ``{host_ip}`` and ``{secret_env}``.
+behind. ``expected`` holds the acceptable statuses on the isolating backends (Docker and bwrap); ``local`` overrides
+them for the local backend where its documented guarantee is weaker (see the local backend's docstring), with
+``local_note`` saying why. ``isolated_only`` programs are never run on the local backend, because there they would harm
+the host; ``local_note`` says how. Templates may use ``{host_file}`` (a 0600 secret), ``{host_public_file}`` (a
+world-readable file of the host outside any temp dir), ``{host_dir}``, ``{port}``, ``{host_ip}`` and
+``{secret_env}``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class Hostile:
     test: str = "assert f(1) == 2"
     local: frozenset[str] | None = None
     local_note: str = ""
-    docker_only: bool = False
+    isolated_only: bool = False
 
     def render(self, **params: object) -> str:
         """The program with its ``{placeholders}`` filled in."""
@@ -89,6 +91,10 @@ HOSTILE: tuple[Hostile, ...] = (
        test="assert f(1) == 'host secret'",
        local=frozenset({"error", "passed"}),
        local_note="no filesystem isolation: readable when the host does not run as root (root: dropped to nobody)"),
+    _h("read_host_public_file", "def f(x):\n    return open('{host_public_file}').read()", "error",
+       test="assert len(f(1)) > 0", local=frozenset({"passed", "error"}),
+       local_note="no filesystem isolation: a world-readable host file is readable (error only where a folder on its "
+       "path is closed to the sandbox user, e.g. a checkout under /root read as nobody)"),
     _h("read_env_secret", "import os\ndef f(x):\n    return os.environ.get('{secret_env}')", "failed",
        test="assert f(1) == 'env secret'"),
     _h("write_outside_workdir", "def f(x):\n    open('{host_dir}/escaped.txt', 'w').write('x')\n    return x + 1",
@@ -101,7 +107,7 @@ HOSTILE: tuple[Hostile, ...] = (
     _h("kill_supervisor", "import os, signal\ndef f(x):\n    stat = open('/proc/%d/stat' % os.getppid()).read()\n"
        "    os.kill(int(stat.rsplit(')', 1)[1].split()[1]), signal.SIGKILL)\n    return x + 1", "error"),
     _h("kill_everything", "import os, signal\ndef f(x):\n    os.kill(-1, signal.SIGKILL)\n    return x + 1",
-       "error", docker_only=True,
+       "error", isolated_only=True,
        local_note="not run locally: kill(-1) would SIGKILL every host process the sandbox user may signal (the "
        "test runner and the user's session when not root; every process of `nobody` when root)"),
     # -- forged verdicts

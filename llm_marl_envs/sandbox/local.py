@@ -51,7 +51,7 @@ class LocalExecutor(Executor):
             os.chown(workdir, NOBODY, NOBODY)
             config.update(drop_uid=NOBODY, drop_gid=NOBODY)
         # RLIMIT_NPROC counts every process of the user, so the limit sits above what the user already runs.
-        job = {**job, "nproc": _process_count(NOBODY if self.drop_privileges else os.getuid()) + int(job["nproc"])}
+        job = {**job, "nproc": process_count(NOBODY if self.drop_privileges else os.getuid()) + int(job["nproc"])}
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
         request, nonce = request_bytes(job)
         budget = float(job["run_budget_s"]) + 5.0
@@ -90,7 +90,7 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _process_count(uid: int) -> int:
+def process_count(uid: int) -> int:
     """How many processes ``uid`` runs now."""
     count = 0
     for entry in os.listdir("/proc"):

@@ -1,7 +1,8 @@
 """Fixtures and helpers of the sandbox tests: executors per backend, and a host with things a program must not reach.
 
-Docker tests need a running engine and the sandbox image. Where ``CI`` is set or ``LLM_MARL_REQUIRE_DOCKER=1`` their
-absence FAILS the Docker tests (CI installs both); elsewhere the Docker tests are skipped with the reason.
+Docker tests need a running engine and the sandbox image; bwrap tests need a working ``bwrap``. Where ``CI`` is set or
+``LLM_MARL_REQUIRE_DOCKER=1`` (scripts/test.sh sets it) their absence FAILS those tests (CI's set-up installs all
+three); elsewhere they are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from llm_marl_envs.sandbox import Executor, SandboxLimits, make_executor
 from llm_marl_envs.sandbox.backends import docker_available
+from llm_marl_envs.sandbox.bwrap_backend import bwrap_status
 
 HOSTILE_LIMITS = SandboxLimits(timeout_s=1.5, memory_mb=256)
 HARNESS_MARKER = b"supervisor_main()"
@@ -41,7 +43,23 @@ def need_docker() -> None:
     pytest.skip(reason)
 
 
-BACKENDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
+def need_bwrap() -> None:
+    """Fail (CI) or skip (elsewhere) when ``bwrap`` cannot start a sandbox here."""
+    usable, reason = bwrap_status()
+    if usable:
+        return
+    if docker_required():
+        pytest.fail(f"{reason}, and CI/LLM_MARL_REQUIRE_DOCKER demands every sandbox backend (scripts/setup.sh "
+                    "installs bubblewrap)")
+    pytest.skip(reason)
+
+
+BACKENDS = [pytest.param("docker", marks=pytest.mark.docker), "bwrap", "local"]
+ISOLATED = ("docker", "bwrap")
+"""The backends that isolate the host (network, file system, processes); local does not."""
+PROCESSES_PER_SANDBOX = {"docker": 2, "bwrap": 3}
+"""Harness processes a warm sandbox shows on the host: Docker's init (its command line holds ours) and the supervisor;
+bwrap's outer process, its init in the new PID namespace and the supervisor."""
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -51,9 +69,9 @@ def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     The local backend's work dirs go under a temporary root of this run, so :func:`harness_processes` can tell this
     run's harness processes (their command line names the work dir) from another test run's on the same host.
     """
-    if request.param == "docker":
-        need_docker()
-        ex = make_executor("docker", HOSTILE_LIMITS)
+    if request.param in ISOLATED:
+        (need_docker if request.param == "docker" else need_bwrap)()
+        ex = make_executor(request.param, HOSTILE_LIMITS)
         yield ex
         ex.close()
         return
@@ -94,6 +112,7 @@ class HostBait:
             "port": self.port,
             "host_ip": self.host_ip,
             "host_file": self.secret_file,
+            "host_public_file": Path(__file__).resolve(),
             "host_dir": self.host_dir,
             "secret_env": SECRET_ENV,
         }
@@ -164,11 +183,17 @@ def harness_processes(executor: Executor) -> int:
 
     Other test runs on the same host (another checkout, a parallel session) run harness processes too; counting
     those made "nothing left behind" fail for processes that were never ours. Ours are, locally, those whose command
-    line names a work dir under this run's temporary root (a forked child keeps its parent's command line) and, on
-    Docker, those in a container of this executor (its cgroup names the container), retired ones included until
-    they are removed.
+    line names a work dir under this run's temporary root (a forked child keeps its parent's command line); with
+    bwrap, those whose command line carries this executor's instance id (in the supervisor's config); on Docker,
+    those in a container of this executor (its cgroup names the container), retired ones included until they are
+    removed.
     """
-    if executor.backend == "docker":
+    if executor.backend == "bwrap":
+        instance = executor.instance.encode()  # type: ignore[attr-defined]
+
+        def mine(pid: str, cmdline: bytes) -> bool:
+            return instance in cmdline
+    elif executor.backend == "docker":
         from llm_marl_envs.sandbox.docker_backend import LABEL
         from llm_marl_envs.sandbox.image import docker_client
 
@@ -193,6 +218,12 @@ def harness_processes(executor: Executor) -> int:
             except OSError:  # the process left while we looked
                 continue
     return count
+
+
+def warm_harness_processes(executor: Executor) -> int:
+    """How many harness processes ``executor`` shows between runs: none locally, a fixed number per warm sandbox."""
+    per_sandbox = PROCESSES_PER_SANDBOX.get(executor.backend, 0)
+    return per_sandbox * executor.live_sandboxes() if per_sandbox else 0  # type: ignore[attr-defined]
 
 
 def settled_harness_processes(executor: Executor, expected: int, wait_s: float = 3.0) -> int:

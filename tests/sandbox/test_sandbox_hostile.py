@@ -1,10 +1,11 @@
-"""The hostile-program suite, on both backends: expected verdict (a runaway program must come back as ``timeout``),
+"""The hostile-program suite, on every backend: expected verdict (a runaway program must come back as ``timeout``),
 host untouched, nothing left behind, and the executor still healthy for the next call.
 
-Local expectations follow the local backend's documented (weaker) guarantees and are asserted, not skipped; the one
-exception is a ``docker_only`` program, which would harm the host if run locally: it is reported as *skipped* with
-the catalogue's reason. How long each program holds a call is a figure, not a pass/fail rule on a shared machine:
-``python -m benchmarks.sandbox_hostile`` measures it.
+Docker and bwrap must both hold the catalogue's expectations. Local expectations follow the local backend's
+documented (weaker) guarantees and are asserted, not skipped; the one exception is an ``isolated_only`` program, which
+would harm the host if run locally: it is reported as *skipped* with the catalogue's reason. How long each program
+holds a call is a figure, not a pass/fail rule on a shared machine: ``python -m benchmarks.sandbox_hostile``
+measures it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ import tempfile
 import time
 
 import pytest
-from sandbox_fixtures import HARNESS_MARKER, HOSTILE_LIMITS, HostBait, harness_processes, settled_harness_processes
+from sandbox_fixtures import (
+    HARNESS_MARKER,
+    HOSTILE_LIMITS,
+    ISOLATED,
+    HostBait,
+    harness_processes,
+    settled_harness_processes,
+    warm_harness_processes,
+)
 
 from llm_marl_envs.sandbox import Executor
 from llm_marl_envs.sandbox.hostile import HOSTILE, Hostile
@@ -50,7 +59,7 @@ def test_leak_check_sees_this_runs_leftovers_and_ignores_other_runs(executor: Ex
     before = harness_processes(executor)
     strays = [subprocess.Popen([sys.executable, "-c", code]) for code in (ours, theirs)]
     try:
-        # Locally the first stray looks like a harness process of this run; on Docker neither runs in our container.
+        # Locally the first stray looks like a harness process of this run; in Docker or bwrap neither is a sandbox's.
         counted = before + (1 if executor.backend == "local" else 0)
         assert settled_harness_processes(executor, counted) == counted
     finally:
@@ -62,12 +71,11 @@ def test_leak_check_sees_this_runs_leftovers_and_ignores_other_runs(executor: Ex
 @pytest.mark.parametrize("hostile", HOSTILE, ids=[h.name for h in HOSTILE])
 def test_hostile_program(executor: Executor, bait: HostBait, hostile: Hostile) -> None:
     backend = executor.backend
-    if hostile.docker_only and backend == "local":
+    if hostile.isolated_only and backend == "local":
         pytest.skip(hostile.local_note)
 
-    # Each warm container shows two harness processes: Docker's init (its command line holds ours) and the supervisor.
     def expected() -> int:
-        return 2 * getattr(executor, "live_containers", lambda: 0)()
+        return warm_harness_processes(executor)
 
     assert settled_harness_processes(executor, expected()) == expected()
     bait.received.clear()
@@ -86,10 +94,10 @@ def test_hostile_program(executor: Executor, bait: HostBait, hostile: Hostile) -
     wrote = backend == "local" and not RUN_AS_ROOT and hostile.name == "write_outside_workdir"
     assert escaped.exists() == wrote
     escaped.unlink(missing_ok=True)  # so the next program starts from an untouched host
-    if backend == "docker":
+    if backend in ISOLATED:
         time.sleep(0.05)
         assert bait.received == [], "a sandboxed program reached a host socket"
-    # Nothing left running: locally no harness process at all, in Docker one supervisor per warm container.
+    # Nothing left running: locally no harness process at all, in Docker and bwrap only the warm sandboxes' own.
     assert settled_harness_processes(executor, expected()) == expected()
     # Still healthy for the next call.
     follow_up = executor.run(HEALTHY, ["assert f(1) == 2", "assert f(2) == 4"])
