@@ -10,13 +10,14 @@ then; they are not leaks) and again at the end, each after a settle pause: new `
 folder, this executor's containers (Docker backend), this process's open file descriptors (files and pipes apart
 from sockets), its threads, and its live child processes. A growth in any of them is a leak; the exit status is 1.
 
-Sockets are the one bounded pool whose size moves from moment to moment: each pooled container holds its attach
-socket and the engine client keeps HTTP connections, and a container killed by a hostile program is replaced while
-the run goes on, so two readings differ by a socket or two with nothing leaked (seen: -1, 0, +2 over three
-24-episode runs). Their growth is a leak only beyond :func:`socket_bound` (two per pooled container; 0 on the local
-backend, which holds none); a real socket leak grows with the episodes and passes any bound.
+A warm pool is the one thing whose size moves from moment to moment: a sandbox killed by a hostile program is replaced
+when next needed, so two readings may differ by a sandbox or two with nothing leaked. On Docker each pooled container
+holds its attach socket and the engine client keeps HTTP connections (seen: -1, 0, +2 sockets over three 24-episode
+runs); on bwrap each pooled sandbox is a child process holding three pipes. Such counts are leaks only beyond
+:func:`pool_allowance` (two sockets per pooled container; one child and three files per pooled bwrap sandbox; nothing
+on the local backend, which pools nothing); a real leak grows with the episodes and passes any bound.
 
-    python -m benchmarks.leak_check [--episodes 300] [--executor docker|local] [--timeout-s 1.0] [--json PATH]
+    python -m benchmarks.leak_check [--episodes 300] [--executor docker|bwrap|local] [--timeout-s 1.0] [--json PATH]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl_envs.rollout import ChatRequest, run_episodes
+from llm_marl_envs.sandbox import BACKENDS
 from llm_marl_envs.sandbox.hostile import HOSTILE
 
 BATCH = 8
@@ -91,19 +93,24 @@ def snapshot(executor: Any = None) -> dict[str, Any]:
             "threads": threading.active_count(), "children": len(children), "containers": containers}
 
 
-def socket_bound(executor: Any) -> int:
-    """How far the socket count may move with nothing leaked: two per pooled container (its attach socket and an
-    engine connection) on the Docker backend, none on the local one."""
-    backend = getattr(executor, "inner", executor)
-    return 2 * int(getattr(backend, "pool_size", 0)) if getattr(backend, "backend", "") == "docker" else 0
+def pool_allowance(executor: Any) -> dict[str, int]:
+    """How far each count may move with nothing leaked, by the executor's warm pool (see the module docstring)."""
+    backend = getattr(executor, "inner", executor)  # the shared executor wraps the backend in a verdict cache
+    name, pool = getattr(backend, "backend", ""), int(getattr(backend, "pool_size", 0))
+    if name == "docker":
+        return {"open_sockets": 2 * pool}
+    if name == "bwrap":
+        return {"open_files": 3 * pool, "children": pool}
+    return {}
 
 
-def leaks_in(grew: dict[str, Any], sockets_allowed: int = 0) -> list[str]:
-    """The counts that grew (new temp entries, or a positive difference; sockets by more than ``sockets_allowed``).
+def leaks_in(grew: dict[str, Any], allowed: dict[str, int] | None = None) -> list[str]:
+    """The counts that grew (new temp entries, or a positive difference beyond what ``allowed`` grants that count).
     Only growth is a leak: closing the envs at the end releases pooled containers and descriptors, so counts may
     fall."""
+    allowed = allowed or {}
     return [key for key, value in grew.items()
-            if (value > (sockets_allowed if key == "open_sockets" else 0) if isinstance(value, int) else bool(value))]
+            if (value > allowed.get(key, 0) if isinstance(value, int) else bool(value))]
 
 
 def run(episodes: int, executor_name: str, timeout_s: float, settle_s: float = 3.0) -> dict[str, Any]:
@@ -151,10 +158,10 @@ def run(episodes: int, executor_name: str, timeout_s: float, settle_s: float = 3
         **{key: after[key] - before[key] for key in ("open_files", "open_sockets", "threads", "children")},
         "containers": None if after["containers"] is None else after["containers"] - before["containers"],
     }
-    bound = socket_bound(executor)
-    leaks = leaks_in(grew, bound)
+    allowed = pool_allowance(executor)
+    leaks = leaks_in(grew, allowed)
     return {"episodes": played, "programs": counter[0], "backend": executor.backend, "before": before,
-            "after": after, "grew": grew, "socket_bound": bound, "leaks": leaks,
+            "after": after, "grew": grew, "allowed": allowed, "leaks": leaks,
             "wall_s": time.perf_counter() - started}
 
 
@@ -162,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the check; exit status 1 when anything leaked."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.leak_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=300)
-    parser.add_argument("--executor", choices=("auto", "docker", "local"), default="auto")
+    parser.add_argument("--executor", choices=BACKENDS, default="auto")
     parser.add_argument("--timeout-s", type=float, default=1.0, help="per-run limit (hostile loops hit it)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)

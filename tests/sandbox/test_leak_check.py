@@ -1,30 +1,35 @@
 """Long coding runs leave nothing behind (benchmarks/leak_check.py, shortened): after warm-up, dozens of coding
 episodes of honest, broken and hostile programs grow neither temp dirs, containers, open files, threads nor child
-processes — on both backends."""
+processes — on every backend."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from sandbox_fixtures import need_docker
+from sandbox_fixtures import need_bwrap, need_docker
 
 from benchmarks import leak_check
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker), "local"])
+@pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker), "bwrap", "local"])
 def test_dozens_of_coding_episodes_leave_nothing_behind(backend: str) -> None:
     if backend == "docker":
         need_docker()
+    if backend == "bwrap":
+        need_bwrap()
     result = leak_check.run(episodes=24, executor_name=backend, timeout_s=1.0, settle_s=2.0)
     assert result["backend"] == backend and result["episodes"] == 24
     assert result["programs"] >= 24 * 4  # 2 agents x 2 turns per episode, hostile ones among them
     assert result["leaks"] == [], result["grew"]
-    pool = 2 * (os.cpu_count() or 2)  # the Docker executor's default pool size
-    assert result["socket_bound"] == (2 * pool if backend == "docker" else 0)
+    pool = 2 * (os.cpu_count() or 2)  # the warm pools' default size
+    assert result["allowed"] == {"docker": {"open_sockets": 2 * pool}, "bwrap": {"open_files": 3 * pool,
+                                                                               "children": pool}}.get(backend, {})
     if backend == "docker":
         assert result["after"]["containers"] is not None and result["after"]["containers"] <= pool
+    if backend == "bwrap":
+        assert 0 < result["after"]["children"] <= pool  # the warm sandboxes, nothing else
 
 
 def test_only_growth_counts_as_a_leak() -> None:
@@ -35,15 +40,24 @@ def test_only_growth_counts_as_a_leak() -> None:
     assert leak_check.leaks_in({**grew, "threads": 1, "temp_entries": ["llm-marl-x"]}) == ["temp_entries", "threads"]
     assert leak_check.leaks_in({**grew, "containers": None}) == []
     # Sockets move with the Docker pool (a container replaced mid-run): growth within the bound is not a leak.
-    assert leak_check.leaks_in({**grew, "open_sockets": 2}, sockets_allowed=8) == []
-    assert leak_check.leaks_in({**grew, "open_sockets": 9}, sockets_allowed=8) == ["open_sockets"]
+    docker = {"open_sockets": 8}
+    assert leak_check.leaks_in({**grew, "open_sockets": 2}, docker) == []
+    assert leak_check.leaks_in({**grew, "open_sockets": 9}, docker) == ["open_sockets"]
     assert leak_check.leaks_in({**grew, "open_sockets": 1}) == ["open_sockets"]  # the local backend holds none
-    assert leak_check.leaks_in({**grew, "open_files": 1}, sockets_allowed=8) == ["open_files"]  # files, pipes: none
+    assert leak_check.leaks_in({**grew, "open_files": 1}, docker) == ["open_files"]  # files, pipes: none on Docker
+    # A bwrap sandbox is a child process with three pipes: the pool's size moves them, within its bound.
+    bwrap = {"open_files": 12, "children": 4}
+    assert leak_check.leaks_in({**grew, "open_files": 3, "children": 1}, bwrap) == []
+    assert leak_check.leaks_in({**grew, "open_files": 13, "children": 5}, bwrap) == ["open_files", "children"]
+    assert leak_check.leaks_in({**grew, "open_sockets": 1}, bwrap) == ["open_sockets"]
 
 
-def test_the_socket_bound_is_the_docker_pool() -> None:
+def test_the_allowance_is_the_warm_pool() -> None:
     class Docker:
         backend, pool_size = "docker", 4
+
+    class Bwrap:
+        backend, pool_size = "bwrap", 4
 
     class Cached:  # the shared executor wraps the backend in a verdict cache
         inner = Docker()
@@ -51,8 +65,9 @@ def test_the_socket_bound_is_the_docker_pool() -> None:
     class Local:
         backend = "local"
 
-    assert leak_check.socket_bound(Cached()) == leak_check.socket_bound(Docker()) == 8
-    assert leak_check.socket_bound(Local()) == 0
+    assert leak_check.pool_allowance(Cached()) == leak_check.pool_allowance(Docker()) == {"open_sockets": 8}
+    assert leak_check.pool_allowance(Bwrap()) == {"open_files": 12, "children": 4}
+    assert leak_check.pool_allowance(Local()) == {}
 
 
 def test_the_catalogue_spares_only_what_would_attack_the_caller() -> None:
@@ -60,4 +75,4 @@ def test_the_catalogue_spares_only_what_would_attack_the_caller() -> None:
     docker = dict(leak_check.programs("docker"))
     assert {"honest", "syntax_error", "infinite_loop", "fork_bomb", "setsid_escape"} <= set(local)
     assert not {"kill_everything", "kill_parent"} & set(docker)
-    assert set(local) <= set(docker)
+    assert set(local) <= set(docker) == set(dict(leak_check.programs("bwrap")))
