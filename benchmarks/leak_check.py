@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -90,7 +91,8 @@ def snapshot(executor: Any = None) -> dict[str, Any]:
         sockets += target.startswith("socket:")
         files += not target.startswith("socket:")
     return {"temp_entries": sorted(temp), "open_files": files, "open_sockets": sockets,
-            "threads": threading.active_count(), "children": len(children), "containers": containers}
+            "threads": threading.active_count(), "children": len(children), "containers": containers,
+            "pooled_sandboxes": backend.live_sandboxes() if hasattr(backend, "live_sandboxes") else None}
 
 
 def pool_allowance(executor: Any) -> dict[str, int]:
@@ -114,7 +116,22 @@ def leaks_in(grew: dict[str, Any], allowed: dict[str, int] | None = None) -> lis
 
 
 def run(episodes: int, executor_name: str, timeout_s: float, settle_s: float = 3.0) -> dict[str, Any]:
-    """Play ``episodes`` coding episodes and return the counts before and after, and what grew."""
+    """Play ``episodes`` coding episodes and return the counts before and after, and what grew.
+
+    The temp folder counted is a private one set for this run (``tempfile.tempdir``), so the work dirs of other
+    processes on the machine (another user's local executor, say) are not taken for this run's leaks.
+    """
+    root = tempfile.mkdtemp(prefix="leak-check-")
+    os.chmod(root, 0o755)  # the local backend's judge and program run as nobody when we are root
+    previous, tempfile.tempdir = tempfile.tempdir, root
+    try:
+        return _run(episodes, executor_name, timeout_s, settle_s)
+    finally:
+        tempfile.tempdir = previous
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _run(episodes: int, executor_name: str, timeout_s: float, settle_s: float) -> dict[str, Any]:
     from llm_marl_envs.registry import make_env
 
     envs = [make_env("coding", num_agents=2, max_turns=2, executor=executor_name, timeout_s=timeout_s,
@@ -178,10 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[leak_check] {args.episodes} coding episodes (2 agents, 2 turns) in batches of {BATCH}, executor "
           f"{args.executor}, each program limited to {args.timeout_s:g} s", flush=True)
     result = run(args.episodes, args.executor, args.timeout_s)
-    for key in ("temp_entries", "open_files", "open_sockets", "threads", "children", "containers"):
+    for key in ("temp_entries", "open_files", "open_sockets", "threads", "children", "containers", "pooled_sandboxes"):
         before, after = result["before"][key], result["after"][key]
         shown = (len(before), len(after)) if isinstance(before, list) else (before, after)
         print(f"  {key}: {shown[0]} -> {shown[1]}" + ("   LEAK" if key in result["leaks"] else ""))
+    if result["allowed"]:
+        print(f"  what the warm pool may move with nothing leaked: {result['allowed']}")
     print(f"[leak_check] {result['episodes']} episodes, {result['programs']} programs on {result['backend']} in "
           f"{result['wall_s']:.0f} s: " + (f"leaked {result['leaks']}" if result["leaks"] else "nothing left behind"))
     if args.json:

@@ -1,4 +1,4 @@
-"""``llm-marl sandbox``: build the image, check the engine, remove orphaned containers."""
+"""``llm-marl sandbox``: build the image, check which sandbox backends can run here, remove orphaned containers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
 
 def register(subparsers: Any) -> None:
     """Add the ``sandbox`` command and its subcommands to the ``llm-marl`` parser."""
-    parser = subparsers.add_parser("sandbox", help="the Docker unit-test sandbox: build-image, check, clean")
+    parser = subparsers.add_parser("sandbox", help="the unit-test sandbox: build-image, check, clean")
     commands = parser.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND", required=True)
 
     build = commands.add_parser(
@@ -28,8 +28,15 @@ def register(subparsers: Any) -> None:
     when.add_argument("--force", action="store_true", help="rebuild even when the inputs are unchanged")
     build.set_defaults(func=build_image_command)
 
-    check = commands.add_parser("check", help="print the engine version and image, then run a self-test")
+    check = commands.add_parser(
+        "check", help="say which backends can run here and what executor='auto' picks, then run a self-test",
+        description="Print whether Docker (engine and image) and bwrap can run sandboxes here and which one "
+        "executor='auto' picks, then run a self-test on it (or on --backend): a passing program, a failing one and "
+        "an endless one must come out right. Exit status 1 when the backend cannot run or the self-test fails.",
+    )
     check.add_argument("--image", default=DEFAULT_IMAGE)
+    check.add_argument("--backend", choices=("auto", "docker", "bwrap", "local"), default="auto",
+                       help="the backend to self-test (default: the one executor='auto' picks)")
     check.set_defaults(func=check_command)
 
     clean = commands.add_parser("clean", help="remove sandbox containers whose owner process is gone")
@@ -51,25 +58,35 @@ def build_image_command(args: argparse.Namespace) -> int:
 
 
 def check_command(args: argparse.Namespace) -> int:
-    """``sandbox check``: engine, image, and a self-test (a pass, a failure and a timeout must come out right)."""
-    from llm_marl_envs.sandbox.docker_backend import DockerExecutor
-    from llm_marl_envs.sandbox.image import docker_client, image_exists
+    """``sandbox check``: what can run here, what ``auto`` picks, and a self-test (a pass, a failure and a timeout
+    must come out right)."""
+    from llm_marl_envs.sandbox.backends import _docker_state, choose_backend, make_executor
+    from llm_marl_envs.sandbox.bwrap_backend import bwrap_status
     from llm_marl_envs.sandbox.types import SandboxError, SandboxLimits
 
-    try:
+    state, reason = _docker_state(args.image)
+    if state != "no-engine":
+        from llm_marl_envs.sandbox.image import docker_client
+
         client = docker_client()
-    except Exception as exc:
-        print(f"engine: not reachable ({exc})")
-        return 1
-    print(f"engine: Docker {client.version().get('Version', '?')}")
-    present = image_exists(args.image, client)
-    print(f"image: {args.image} {'present' if present else 'MISSING (run `llm-marl sandbox build-image`)'}")
-    if not present:
-        return 1
+        print(f"engine: Docker {client.version().get('Version', '?')}")
+        client.close()
+    print(f"docker: {'ready' if state == 'ready' else 'unavailable'}: {reason}")
+    bwrap_ok, bwrap_reason = bwrap_status()
+    print(f"bwrap: {'ready' if bwrap_ok else 'unavailable'}: {bwrap_reason}")
+    backend = args.backend
+    if backend == "auto":
+        try:
+            backend = choose_backend(args.image)
+        except SandboxError as exc:
+            print(f"auto: {exc}")
+            return 1
+        print(f"auto: picks {backend}")
+    options = {"image": args.image, "pool_size": 1} if backend == "docker" else {"pool_size": 1}
     try:
-        executor = DockerExecutor(SandboxLimits(timeout_s=1.0), image=args.image, client=client, pool_size=1)
+        executor = make_executor(backend, SandboxLimits(timeout_s=1.0), **({} if backend == "local" else options))
     except SandboxError as exc:
-        print(f"self-test: cannot start ({exc})")
+        print(f"self-test: cannot start {backend} ({exc})")
         return 1
     cases = [
         ("passing program", "def f(x):\n    return x + 1", "passed"),
@@ -82,7 +99,8 @@ def check_command(args: argparse.Namespace) -> int:
             report = executor.run(code, ["assert f(1) == 2"])
             status = report.outcomes[0].status
             ok &= status == expected
-            print(f"self-test {name}: {status} (expected {expected}, {report.duration_s:.3f} s)")
+            print(f"self-test {name} on {backend}: {status} (expected {expected}, {report.duration_s:.3f} s)"
+                  + (f": {report.error}" if status != expected and report.error else ""))
     print("self-test:", "ok" if ok else "FAILED")
     return 0 if ok else 1
 

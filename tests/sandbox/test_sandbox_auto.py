@@ -119,3 +119,17 @@ def test_coding_env_on_a_machine_without_docker_runs_on_bwrap_or_refuses(tmp_pat
     assert "backend bwrap" in lines
     refusal = next(line for line in lines if line.startswith("refused"))
     assert refusal.startswith("refused NoIsolationError") and "executor='local'" in refusal
+
+
+def test_cli_check_says_what_auto_picks_and_self_tests_it(tmp_path: Path) -> None:
+    need_bwrap()
+    env = {**os.environ, "DOCKER_HOST": DEAD_DOCKER}
+    command = [sys.executable, "-m", "benchmarks.cli", "sandbox", "check"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "docker: unavailable: no Docker engine answers" in done.stdout and "bwrap: ready" in done.stdout
+    assert "auto: picks bwrap" in done.stdout and "self-test: ok" in done.stdout
+    env["PATH"] = f"{tmp_path}"
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert refused.returncode == 1 and "bwrap: unavailable: bwrap is not installed" in refused.stdout
+    assert "executor='local'" in refused.stdout and "self-test" not in refused.stdout
