@@ -4,10 +4,11 @@ The hostile tests assert verdicts (a runaway program must come back as ``timeout
 of the machine, so it is measured here instead. Each program runs once per backend against a throw-away bait (a
 listening socket, a secret file, a dir) and a row gives its status, whether that status is one the catalogue
 accepts, and the seconds from call to verdict next to the bound a call should stay under (the run budget plus 5 s of
-host grace and container start-up). ``isolated_only`` programs are not run on the local backend, where they would harm
+host grace and sandbox start-up). ``isolated_only`` programs are not run on the local backend, where they would harm
 the host.
 
-    python -m benchmarks.sandbox_hostile [--backends docker,local] [--timeout-s 1.5] [--only NAME ...] [--json PATH]
+    python -m benchmarks.sandbox_hostile [--backends docker,bwrap,local] [--timeout-s 1.5] [--only NAME ...]
+                                         [--json PATH]
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def measure(backend: str, programs: Sequence[Hostile], limits: SandboxLimits) ->
     """Run each program once on ``backend``, timing call to verdict."""
     bound = limits.run_budget_s + GRACE_S
     rows: list[HostileTiming] = []
-    with bait() as params, make_executor(backend, limits, **({"pool_size": 1} if backend == "docker" else {})) as ex:
+    pool = {"pool_size": 1} if backend in ("docker", "bwrap") else {}
+    with bait() as params, make_executor(backend, limits, **pool) as ex:
         ex.run("def f(x):\n    return x + 1\n", ["assert f(1) == 2"])  # warm-up: the first container starts here
         for hostile in programs:
             if hostile.isolated_only and backend == "local":
@@ -104,7 +106,7 @@ def measure(backend: str, programs: Sequence[Hostile], limits: SandboxLimits) ->
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print one row per program and backend, optionally write JSON; exit 1 if a verdict is unacceptable."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backends", default="docker,local", help="comma-separated: docker, local")
+    parser.add_argument("--backends", default="docker,bwrap,local", help="comma-separated: docker, bwrap, local")
     parser.add_argument("--timeout-s", type=float, default=1.5, help="per-test limit (the hostile tests use 1.5)")
     parser.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these programs")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON to PATH")
