@@ -42,8 +42,10 @@ class SandboxConfig:
     """Where and how the team's programs run."""
 
     executor: str | Executor = "auto"
-    """``"auto"`` (Docker when an engine and the image answer, else local), ``"docker"``, ``"local"``, or an
-    :class:`~llm_marl_envs.sandbox.Executor` instance (then the limits below are the executor's own)."""
+    """``"auto"`` (Docker when an engine has the sandbox image, else bwrap, else a ``NoIsolationError`` saying how to
+    get isolation: never local unless named), ``"docker"``, ``"bwrap"``, ``"local"`` (no isolation), or an
+    :class:`~llm_marl_envs.sandbox.Executor` instance (then the limits below are the executor's own). See
+    ``docs/sandbox.md``."""
     timeout_s: float = 3.0
     """Wall-clock limit of each test."""
     memory_mb: int = 256
