@@ -204,7 +204,8 @@ class DockerExecutor(WarmPoolExecutor):
         try:
             self.client = client or docker_client()
         except Exception as exc:
-            raise SandboxError(f"no Docker engine answers ({exc}); start one or use backend='local'") from exc
+            raise SandboxError(f"no Docker engine answers ({exc}); start one, or use backend='bwrap' (bubblewrap), or "
+                               "backend='local' for code you trust (no isolation)") from exc
         if not image_exists(image, self.client):
             raise SandboxError(f"the sandbox image {image!r} is missing: run `llm-marl sandbox build-image`")
         self.image = image

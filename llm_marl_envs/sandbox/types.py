@@ -25,8 +25,9 @@ class SandboxLimits:
     * ``memory_mb`` — address-space limit of the program's process (and, in Docker, the container's memory+swap
       limit plus a fixed allowance for the harness).
     * ``output_bytes`` — how much of the program's stdout and of its stderr is kept; the rest is drained and dropped.
-    * ``file_mb`` — the largest file the program may write (``RLIMIT_FSIZE``; in Docker also the tmpfs size).
-    * ``max_processes`` — process limit (Docker ``pids_limit``; locally ``RLIMIT_NPROC`` of the unprivileged user).
+    * ``file_mb`` — the largest file the program may write (``RLIMIT_FSIZE``; in Docker and bwrap also the size of the
+      private ``/tmp``).
+    * ``max_processes`` — process limit (Docker ``pids_limit``; bwrap and local ``RLIMIT_NPROC`` of the sandbox user).
     """
 
     timeout_s: float = 3.0
