@@ -43,6 +43,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -90,10 +91,29 @@ def _interpreter_dirs(python: str) -> list[str]:
     return [d for d in dirs if not any(d != o and d.startswith(o + "/") for o in dirs)]
 
 
+def tmpfs_size_option(bwrap: str) -> bool:
+    """Whether this ``bwrap`` caps a tmpfs's size (``--size``, bubblewrap 0.7+; Ubuntu 22.04 ships 0.6)."""
+    return _help_text(bwrap).find("--size") >= 0
+
+
+@functools.lru_cache(maxsize=8)
+def _help_text(bwrap: str) -> str:
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout + done.stderr
+
+
 def bwrap_command(
-    bwrap: str, limits: SandboxLimits, program: Sequence[str], *, as_root: bool, python: str | None = None
+    bwrap: str, limits: SandboxLimits, program: Sequence[str], *, as_root: bool, python: str | None = None,
+    cap_tmp: bool = True,
 ) -> list[str]:
-    """The ``bwrap`` command line that runs ``program`` (its argv, starting with the interpreter) in a sandbox."""
+    """The ``bwrap`` command line that runs ``program`` (its argv, starting with the interpreter) in a sandbox.
+
+    ``cap_tmp``: give the private ``/tmp`` a size (``file_mb``); bubblewrap before 0.7 cannot, and then only each
+    file's size is capped (``RLIMIT_FSIZE``), and what one run writes is freed when the run ends.
+    """
     python = python or interpreter()
     command = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if as_root:
@@ -123,22 +143,29 @@ def bwrap_command(
                 made.add(parent)
         command += ["--ro-bind", path, path]
     command += ["--proc", "/proc", "--dev", "/dev"]
-    command += ["--perms", "1777", "--size", str(limits.file_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    size = ["--size", str(limits.file_mb * 1024 * 1024)] if cap_tmp else []
+    command += ["--perms", "1777", *size, "--tmpfs", "/tmp"]
     # Last: nothing but /tmp stays writable (an unprivileged user owns the sandbox's root and /dev tmpfs otherwise).
     command += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", *program]
     return command
 
 
-@functools.lru_cache(maxsize=8)
+_WORKING: set[tuple[str, bool, str]] = set()
+"""(bwrap, as root, interpreter) combinations that started a sandbox in this process (failures are tried again)."""
+
+
 def _probe(bwrap: str, as_root: bool, python: str) -> str | None:
     """Start a sandbox that prints ``ok``: None when it works, else why not."""
+    if (bwrap, as_root, python) in _WORKING:
+        return None
     command = bwrap_command(bwrap, SandboxLimits(), [python, "-I", "-S", "-c", "print('ok')"], as_root=as_root,
-                            python=python)
+                            python=python, cap_tmp=tmpfs_size_option(bwrap))
     try:
         done = subprocess.run(command, capture_output=True, timeout=_PROBE_TIMEOUT_S, env=SANDBOX_ENV)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{bwrap} could not start a sandbox: {exc}"
     if done.returncode == 0 and done.stdout.strip() == b"ok":
+        _WORKING.add((bwrap, as_root, python))
         return None
     said = done.stderr.decode("utf-8", "replace").strip()[-300:] or f"exit status {done.returncode}"
     hint = "" if as_root else (
@@ -259,7 +286,13 @@ class BwrapExecutor(WarmPoolExecutor):
             config.update(drop_uid=NOBODY, drop_gid=NOBODY)
         python = interpreter()
         program = [python, "-I", "-S", "-c", harness_source(), json.dumps(config)]
-        self.command = bwrap_command(self.bwrap, self.limits, program, as_root=self.as_root, python=python)
+        self.tmp_capped = tmpfs_size_option(self.bwrap)
+        if not self.tmp_capped:
+            warnings.warn(f"{self.bwrap} is older than bubblewrap 0.7 and cannot cap the sandbox's /tmp: a program may "
+                          "fill memory with files until its run ends (each file stays under file_mb)", UserWarning,
+                          stacklevel=3)
+        self.command = bwrap_command(self.bwrap, self.limits, program, as_root=self.as_root, python=python,
+                                     cap_tmp=self.tmp_capped)
         # --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that started bwrap ends: sandboxes
         # started from run_many's worker threads died with them. One long-lived thread starts them all.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bwrap-spawner")

@@ -147,3 +147,23 @@ def test_sandboxes_outlive_the_threads_that_needed_them(bwrap_executor: BwrapExe
         time.sleep(0.3)
         assert all(r.all_passed and not r.details for r in executor.run_many(jobs, max_workers=1))
         assert executor.recycled == 0
+
+
+def test_command_binds_nothing_writable_and_runs_without_the_tmp_cap() -> None:
+    """The command line itself: no read-write bind of a host path, no network; and the variant for bubblewrap before
+    0.7 (no ``--size``) still starts a sandbox."""
+    need_bwrap()
+    from llm_marl_envs.sandbox import SandboxLimits
+    from llm_marl_envs.sandbox.bwrap_backend import bwrap_command, find_bwrap
+
+    bwrap, python = find_bwrap(), interpreter()
+    assert bwrap is not None
+    program = [python, "-I", "-S", "-c", "print('ok')"]
+    command = bwrap_command(bwrap, SandboxLimits(), program, as_root=os.geteuid() == 0)
+    assert "--bind" not in command and "--dev-bind" not in command and "--share-net" not in command
+    assert {"--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"} <= set(command)
+    assert command[command.index("--size") + 1] == str(16 * 1024 * 1024) and command[-len(program):] == program
+    uncapped = bwrap_command(bwrap, SandboxLimits(), program, as_root=os.geteuid() == 0, cap_tmp=False)
+    assert "--size" not in uncapped
+    done = subprocess.run(uncapped, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
