@@ -110,6 +110,11 @@ class TrainerConfig:
     lora_dropout: float = 0.0
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (TRL's name): less memory for long sequences, more compute."""
+    share_prefix: bool = True
+    """Read each prompt once (default): sampling prefills every distinct prompt once and decodes its G samples in a
+    static cache, and the update runs each group's prompt once with its completions on top of its cache
+    (:class:`trainers.generation.TeamModel`). False: ``generate`` and a full forward per completion, the reference
+    path (same samples and gradients up to float rounding; for comparisons and debugging)."""
     micro_batch_size: int = 4
     """Completions per forward/backward pass of the update; the gradients of the passes add up to the whole
     batch's (the losses are weighted so), so this bounds memory without changing the update (TRL: gradient
@@ -183,6 +188,8 @@ class TrainerConfig:
         for name in ("save_steps", "save_total_limit", "max_bad_steps"):
             check_int(name, getattr(self, name), 1)
         check_int("seed", self.seed, 0)
+        if not isinstance(self.share_prefix, bool):
+            raise TypeError(f"share_prefix: expected true or false, got {self.share_prefix!r}")
         if not isinstance(self.gradient_checkpointing, bool):
             raise TypeError(f"gradient_checkpointing: expected true or false, got {self.gradient_checkpointing!r}")
         check_int("min_completion_length", self.min_completion_length, 0, self.max_completion_length)

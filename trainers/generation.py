@@ -64,6 +64,7 @@ and tokenizer's eos plus ``<|im_end|>`` (the ChatML end of turn) where the vocab
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -77,11 +78,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from baselines.decoding import left_pad, sample_rows
 from baselines.models import LoadedModel, load_model
 from baselines.policies.base import Generation, GenerationSettings
-from baselines.policies.local import encode_prompts
+from baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
 from llm_marl_envs.rollout import ChatRequest
-from trainers.losses import completion_logits, entropy_from_logits, sequence_logprobs
+from trainers.losses import completion_logits, entropy_from_logits, sequence_logprobs, token_logprobs
 
 SCHEMES: dict[str, str] = {
     "stacked": "one generate call; every LoRA layer adds bmm(bmm(x, A[row]), B[row]) for per-row adapters (default)",
@@ -293,6 +295,10 @@ class TeamModel:
         scheme: a key of :data:`SCHEMES`.
         seed: seeds the fresh adapters' initialisation (None: the global torch RNG).
         max_batch_rows: the most rows per ``generate`` call (None: all rows of a base model in one call).
+        share_prefix: read each prompt once (default): sampling prefills every distinct (agent, prompt) once and
+            decodes its rows in a static cache (:func:`baselines.decoding.sample_rows`), and :meth:`forward_logprobs`
+            runs each distinct prompt once with its completions on top of its cache. False: ``model.generate`` and a
+            forward over prompt + completion for every row (the reference path, for comparisons and debugging).
     """
 
     def __init__(
@@ -305,6 +311,7 @@ class TeamModel:
         scheme: str = "stacked",
         seed: int | None = 0,
         max_batch_rows: int | None = None,
+        share_prefix: bool = True,
     ) -> None:
         agents = _check_agents(agents)
         if scheme not in SCHEMES:
@@ -323,6 +330,9 @@ class TeamModel:
         self.agents: tuple[str, ...] = tuple(agents)
         self.scheme = scheme
         self.max_batch_rows = max_batch_rows
+        if not isinstance(share_prefix, bool):
+            raise TypeError(f"share_prefix: expected True or False, got {share_prefix!r}")
+        self.share_prefix = share_prefix
         if adapters is None and lora is None:
             lora = LoraSettings()
         self.lora = lora
@@ -512,6 +522,7 @@ class TeamModel:
                 if not mine:
                     continue
                 encoded = _encode(group, [requests[i] for i in mine], settings.max_new_tokens)
+                prefixes = {i: reply_prefix(_messages(requests[i])) for i in mine}
                 rows = [(i, ids) for i, ids in zip(mine, encoded, strict=True) for _ in range(samples_per_request)]
                 chunk = self.max_batch_rows or len(rows)
                 if chunk < len(rows):  # several calls: group rows of similar length to keep padding small
@@ -519,10 +530,11 @@ class TeamModel:
                 for start in range(0, len(rows), chunk):
                     batch = rows[start:start + chunk]
                     agents = [requests[i].agent for i, _ in batch]
-                    generated = self._generate_rows(group, [ids for _, ids in batch], agents, settings, logprobs,
-                                                    min_new_tokens)
+                    run = self._sample_shared if self.share_prefix else self._generate_rows
+                    generated = run(group, [ids for _, ids in batch], agents, settings, logprobs, min_new_tokens)
                     for (i, _), record in zip(batch, generated, strict=True):
-                        records[i].append(record)
+                        records[i].append(dataclasses.replace(record, text=completion_text(
+                            prefixes[i], record.text)))
         return records
 
     def as_rollout_policy(
@@ -534,8 +546,41 @@ class TeamModel:
         it to fix completion lengths)."""
         return TeamRolloutPolicy(self, settings, logprobs, min_new_tokens)
 
+    def _sample_shared(self, group: _Group, encoded: list[list[int]], agents: list[str],
+                       settings: GenerationSettings, logprobs: bool, min_new_tokens: int) -> list[Generation]:
+        """Rows sampled with each distinct (agent, prompt) prefilled once under its agent's adapter
+        (:func:`baselines.decoding.sample_rows`); the record text is the decoded continuation, unstripped."""
+        distinct: dict[tuple[str, tuple[int, ...]], int] = {}
+        row_prompt = [distinct.setdefault((agent, tuple(ids)), len(distinct)) for agent, ids in zip(agents, encoded,
+                                                                                                    strict=True)]
+        prompt_agents = [agent for agent, _ in distinct]
+
+        def rows_context(prompt_of_row: Sequence[int]) -> contextlib.AbstractContextManager[dict[str, Any]]:
+            return self._rows_routed(group, [prompt_agents[p] for p in prompt_of_row], reference=False)
+
+        was_training = group.model.training
+        group.model.eval()  # peft refuses adapter_names in train mode; no LoRA dropout while sampling either
+        try:
+            sampled = sample_rows(group.model, [list(ids) for _, ids in distinct], row_prompt,
+                                  temperature=settings.temperature, top_p=settings.top_p,
+                                  max_new_tokens=settings.max_new_tokens, stop_ids=sorted(group.stop_ids),
+                                  pad_id=group.pad_id, min_new_tokens=min_new_tokens, logprobs=logprobs,
+                                  rows_context=rows_context)
+        finally:
+            group.model.train(was_training)
+        tokenizer = group.loaded.tokenizer
+        return [
+            Generation(text=tokenizer.decode(tokens, skip_special_tokens=True), prompt_ids=tuple(encoded[row]),
+                       completion_ids=tuple(tokens),
+                       logprobs=tuple(sampled.logprobs[row]) if sampled.logprobs is not None else None,
+                       finish_reason="stop" if sampled.stopped[row] else "length")
+            for row, tokens in enumerate(sampled.tokens)
+        ]
+
     def _generate_rows(self, group: _Group, encoded: list[list[int]], agents: list[str], settings: GenerationSettings,
                        logprobs: bool, min_new_tokens: int) -> list[Generation]:
+        """The reference path: one ``model.generate`` call over every row (``share_prefix=False``); the record text
+        is the decoded continuation, unstripped."""
         from transformers import LogitsProcessorList, MinNewTokensLengthLogitsProcessor
 
         device = group.loaded.device
@@ -576,7 +621,7 @@ class TeamModel:
             length = ends[0] + 1 if ends else len(tokens)
             completion = tokens[:length]
             records.append(Generation(
-                text=tokenizer.decode(completion, skip_special_tokens=True).strip(),
+                text=tokenizer.decode(completion, skip_special_tokens=True),
                 prompt_ids=tuple(encoded[row]),
                 completion_ids=tuple(completion),
                 logprobs=tuple(token_logprobs[row][:length]) if token_logprobs is not None else None,
@@ -621,8 +666,14 @@ class TeamModel:
         for group in self._groups:
             mine = [i for i, agent in enumerate(agent_of_row) if agent in group.agents]
             if mine:
-                parts.append((mine, self._forward_group(group, [rows[i] for i in mine], [agent_of_row[i] for i in mine],
-                                                        width, temperature, entropies, reference)))
+                # Checkpointing recomputes each layer in the backward pass under the routing in place then, which
+                # can only be one: the prompts' and the completions' forwards route different rows, so it reads
+                # every row whole instead.
+                shared = self.share_prefix and not (
+                    self.scheme == "stacked" and _checkpointing(group.model) and torch.is_grad_enabled())
+                forward = self._forward_group_shared if shared else self._forward_group
+                parts.append((mine, forward(group, [rows[i] for i in mine], [agent_of_row[i] for i in mine], width,
+                                            temperature, entropies, reference)))
         if len(parts) == 1:
             return parts[0][1]
         device = parts[0][1].per_token_logps.device
@@ -667,6 +718,70 @@ class TeamModel:
         if want_entropies:
             entropy = entropy_from_logits(completion_logits(logits, width, temperature)) * completion_mask
         return CompletionLogprobs(per_token, completion_mask, entropy)
+
+    def _forward_group_shared(self, group: _Group, rows: list[tuple[list[int], list[int]]], agents: list[str],
+                              width: int, temperature: float, want_entropies: bool,
+                              reference: bool) -> CompletionLogprobs:
+        """:meth:`_forward_group` with each distinct (agent, prompt) read once: one forward of the distinct prompts
+        (left-padded) fills a cache, whose keys and values are copied to the rows that continue each prompt
+        (``index_select``, through which gradients flow back to the prompt's forward), then one forward of every
+        row's completion tokens on top of it. The first completion token is predicted by its prompt's last position,
+        token ``t`` by completion position ``t − 1``; position ids continue each prompt's, so every row's values are
+        those of its unpadded prompt + completion forward (the tests compare them with the repeated path)."""
+        from transformers import DynamicCache
+
+        device = group.loaded.device
+        distinct: dict[tuple[str, tuple[int, ...]], int] = {}
+        row_prompt = [distinct.setdefault((agent, tuple(prompt)), len(distinct))
+                      for agent, (prompt, _) in zip(agents, rows, strict=True)]
+        prompt_ids, prompt_mask = left_pad([list(prompt) for _, prompt in distinct], group.pad_id, device)
+        prompt_positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
+        index = torch.tensor(row_prompt, dtype=torch.long, device=device)
+        completion_ids = torch.full((len(rows), width), group.pad_id, dtype=torch.long)
+        completion_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (_, completion) in enumerate(rows):
+            completion_ids[i, :len(completion)] = torch.tensor(completion, dtype=torch.long)
+            completion_mask[i, :len(completion)] = 1
+        completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
+        model = group.model
+        config = model.get_base_model().config
+        cache = DynamicCache(config=config.get_text_config() if hasattr(config, "get_text_config") else config)
+        with self._rows_routed(group, [agent for agent, _ in distinct], reference) as extra:
+            first = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_positions,
+                          cache=cache, logits_to_keep=1, **extra).logits[:, -1:]
+        predicting = first.index_select(0, index)  # [R, 1, V]: each row's first token, from its prompt
+        if width > 1:
+            for layer in cache.layers:  # every row continues its prompt's keys and values
+                layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
+            attention = torch.cat([prompt_mask.index_select(0, index),
+                                   prompt_mask.new_ones((len(rows), width - 1))], dim=1)
+            offsets = torch.arange(1, width, device=device)
+            positions = prompt_positions.index_select(0, index)[:, -1:] + offsets
+            with self._rows_routed(group, agents, reference) as extra:
+                rest = model(input_ids=completion_ids[:, :-1], attention_mask=attention, position_ids=positions,
+                             cache=cache, **extra).logits
+            predicting = torch.cat([predicting, rest], dim=1)
+        if temperature != 1.0:
+            predicting = predicting / temperature
+        per_token = token_logprobs(predicting, completion_ids, completion_mask)
+        entropy = entropy_from_logits(predicting) * completion_mask if want_entropies else None
+        return CompletionLogprobs(per_token, completion_mask, entropy)
+
+    @contextlib.contextmanager
+    def _rows_routed(self, group: _Group, agents: list[str], reference: bool) -> Iterator[dict[str, Any]]:
+        """Run the next forward passes of ``group``'s model with row ``i`` under ``agents[i]``'s adapter (none, for
+        ``reference``); yields the keyword arguments the forward needs: nothing with the stacked router, peft's
+        ``adapter_names`` otherwise (in eval mode, which peft needs for them)."""
+        if self.scheme == "stacked":
+            with group.routed(agents, base_only=reference):
+                yield {}
+            return
+        was_training = group.model.training
+        group.model.eval()
+        try:
+            yield {"adapter_names": ["__base__"] * len(agents) if reference else list(agents)}
+        finally:
+            group.model.train(was_training)
 
     def state_features(self, texts: Sequence[str], *, max_tokens: int = 1024) -> Tensor:
         """Features of ``texts`` for a value head (:mod:`trainers.critic`): the first base model's last-layer hidden
@@ -803,23 +918,15 @@ def _encode(group: _Group, requests: Sequence[Any], max_new_tokens: int) -> list
     rendered: dict[int, str] = {}
     for request in requests:
         if id(request) not in rendered:
-            messages = request.messages() if callable(request.messages) else request.messages
-            rendered[id(request)] = tokenizer.apply_chat_template(
-                [dict(message) for message in messages], tokenize=False, add_generation_prompt=True)
+            rendered[id(request)] = render_chat(tokenizer, _messages(request))
     prompts = [rendered[id(request)] for request in requests]
     return encode_prompts(tokenizer, prompts, max(16, context - max_new_tokens))
 
 
-def left_pad(encoded: Sequence[Sequence[int]], pad_id: int, device: str = "cpu") -> tuple[Tensor, Tensor]:
-    """``(input_ids, attention_mask)`` of ``encoded`` rows, left-padded with ``pad_id`` to the longest."""
-    width = max(len(ids) for ids in encoded)
-    input_ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for i, ids in enumerate(encoded):
-        if ids:
-            input_ids[i, width - len(ids):] = torch.tensor(list(ids))
-            attention_mask[i, width - len(ids):] = 1
-    return input_ids.to(device), attention_mask.to(device)
+def _messages(request: Any) -> list[dict[str, str]]:
+    """A request's chat messages (``ChatRequest.messages`` is a tuple, ``ActionRequest.messages`` a method)."""
+    messages = request.messages() if callable(request.messages) else request.messages
+    return [dict(message) for message in messages]
 
 
 def _prompt_and_completion(row: Any, index: int) -> tuple[list[int], list[int]]:

@@ -67,7 +67,15 @@ def sequence_logprobs(logits: Tensor, input_ids: Tensor, completion_mask: Tensor
         )
     T = completion_mask.shape[1]
     completion_ids = input_ids[:, -T:] if T else input_ids[:, :0]
-    logps = completion_logits(logits, T, temperature).log_softmax(dim=-1)
+    return token_logprobs(completion_logits(logits, T, temperature), completion_ids, completion_mask)
+
+
+def token_logprobs(predicting_logits: Tensor, completion_ids: Tensor, completion_mask: Tensor) -> Tensor:
+    """``log_softmax(predicting_logits)[y_t]`` per token, ``[B, T]``, 0 where ``completion_mask`` is 0, for logits
+    already aligned with the tokens they predict (``predicting_logits[:, t]`` predicts ``completion_ids[:, t]``, with
+    any temperature applied): the last step of :func:`sequence_logprobs`, and what a shared-prefix forward, whose
+    first token is predicted by its prompt's last position, computes directly."""
+    logps = predicting_logits.log_softmax(dim=-1)
     per_token_logps = logps.gather(dim=-1, index=completion_ids.unsqueeze(-1)).squeeze(-1)
     return per_token_logps * completion_mask.to(per_token_logps.dtype)
 

@@ -230,6 +230,13 @@ def tree_samples(
     return batch_samples([root], agents, config)
 
 
+def prompt_token_counts(samples: Sequence[Sample]) -> tuple[int, int]:
+    """``(prompt tokens, distinct prompt tokens)`` of a step's samples: what reading every completion's prompt costs,
+    and what reading each distinct (agent, prompt) once costs (``share_prefix``); the rows report both."""
+    prompts = [(sample.agent, tuple(sample.generation.prompt_ids or ())) for sample in samples]
+    return sum(len(ids) for _, ids in prompts), sum(len(ids) for _, ids in set(prompts))
+
+
 def _std(values: Tensor) -> Tensor:
     """Bessel-corrected std (TRL's ``nanstd``), 0 for a single value."""
     return values.std(correction=1) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
@@ -275,6 +282,7 @@ class MAGRPOTrainer:
             team = TeamModel.load(self.agents, model, dtype=base_dtype(config.dtype, self.parallel.device),
                                   device=self.parallel.device, lora=lora, seed=config.seed)
             base_model = base_model or manifest_base_model(config)
+        team.share_prefix = config.share_prefix  # the config decides how the team reads prompts, given team or not
         self.team = team
         self.parallel.broadcast_parameters(p for agent in self.agents for p in team.adapter_parameters(agent))
         if config.gradient_checkpointing:
@@ -396,7 +404,7 @@ class MAGRPOTrainer:
         # One gather for what the row reports of the whole step (every rank's part of it; in one process, this one).
         shared = parallel.gather({"groups": groups, "episodes": _episode_values(roots), "completions": len(samples),
                                   "generation_time": generated - started, "critic_nodes": len(critic_rows),
-                                  "value_sum": sum(node_values.values())})
+                                  "value_sum": sum(node_values.values()), "prompts": prompt_token_counts(samples)})
         metrics = reward_metrics([group for part in shared for group in part["groups"]])
         episodes: dict[str, list[float]] = {}
         for part in shared:
@@ -424,6 +432,8 @@ class MAGRPOTrainer:
             **loss_metrics,
             "completions": completions,
             "completion_tokens": tokens,
+            "prompt_tokens": sum(part["prompts"][0] for part in shared),
+            "distinct_prompt_tokens": sum(part["prompts"][1] for part in shared),
             "step_time": elapsed,
             "generation_time": max(part["generation_time"] for part in shared),
             "tokens_per_second": tokens / elapsed if elapsed > 0 else float("nan"),

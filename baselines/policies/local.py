@@ -7,22 +7,42 @@ policy, which runs it once per role sub-batch.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from baselines.decoding import sample_rows
 from baselines.models import LoadedModel, load_model
 from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
 
 DEFAULT_BATCH_SIZE = 16
 
 
+def reply_prefix(messages: Sequence[Mapping[str, str]]) -> str:
+    """The start of the reply a chat asks the model to continue: the content of a final ``assistant`` message (an env
+    may begin a role's reply for it, e.g. with a code fence and a signature); ``""`` when the chat ends otherwise."""
+    return str(messages[-1]["content"]) if messages and messages[-1].get("role") == "assistant" else ""
+
+
+def render_chat(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str:
+    """``messages`` through the model's chat template, ending where the model's reply starts: after the assistant
+    turn's header, or inside a final ``assistant`` message, which the model continues (``continue_final_message``)."""
+    chat = [dict(message) for message in messages]
+    if reply_prefix(chat):
+        return tokenizer.apply_chat_template(chat, tokenize=False, continue_final_message=True)
+    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+
 def render_prompts(tokenizer: Any, requests: Sequence[ActionRequest]) -> list[str]:
-    """Each request's chat messages through the model's chat template, ending with the assistant turn's header."""
-    return [
-        tokenizer.apply_chat_template(request.messages(), tokenize=False, add_generation_prompt=True)
-        for request in requests
-    ]
+    """Each request's chat messages through the model's chat template (:func:`render_chat`)."""
+    return [render_chat(tokenizer, request.messages()) for request in requests]
+
+
+def completion_text(prefix: str, decoded: str) -> str:
+    """The action text of a completion: the reply's given start followed by what the model wrote, stripped (the
+    continuation is kept as decoded, so an indented line right after a prefix keeps its indent)."""
+    return (prefix + decoded).strip() if prefix else decoded.strip()
 
 
 def encode_prompts(tokenizer: Any, prompts: Sequence[str], max_prompt_tokens: int) -> list[list[int]]:
@@ -46,12 +66,14 @@ def generate_actions(
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     model: Any = None,
+    share_prefix: bool = True,
 ) -> list[str]:
     """Generate one completion per request with ``model`` (default ``loaded.model``), ``batch_size`` rows at a time.
 
     Rows are grouped by prompt length so padding stays small; results come back in request order.
     """
-    records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False)
+    records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False,
+                               share_prefix=share_prefix)
     return [record.text for record in records]
 
 
@@ -62,9 +84,11 @@ def generate_with_counts(
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     model: Any = None,
+    share_prefix: bool = True,
 ) -> tuple[list[str], list[int]]:
     """:func:`generate_actions` plus, per request, how many tokens were generated (through the first end token)."""
-    records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False)
+    records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False,
+                               share_prefix=share_prefix)
     return [r.text for r in records], [len(r.completion_ids or ()) for r in records]
 
 
@@ -76,16 +100,21 @@ def generate_records(
     batch_size: int = DEFAULT_BATCH_SIZE,
     model: Any = None,
     logprobs: bool = True,
+    share_prefix: bool = True,
 ) -> list[Generation]:
     """One :class:`Generation` per request: text, prompt ids, completion ids and (``logprobs=True``) per-token
     log-probabilities, in request order.
 
     ``prompt_ids`` are the unpadded ids the model saw (after :func:`encode_prompts` truncation); ``completion_ids`` run
-    through the first stop token (included) and never contain the padding ``generate`` puts after a finished row.
-    ``logprobs`` are ``log_softmax`` of the model's raw logits (temperature 1, no top-p) at each generated token, read
-    from ``generate``'s ``output_logits``: what a trainer's forward pass over prompt + completion recomputes, so the
-    first policy-gradient ratio starts at 1 whatever temperature and top-p sampled the tokens. They cost
-    ``batch_size x max_new_tokens x vocab`` float32 values of memory while a batch is generated, hence the switch.
+    through the first stop token (included) and never contain the padding after a finished row. ``logprobs`` are
+    ``log_softmax`` of the model's raw logits (temperature 1, no top-p) at each generated token: what a trainer's
+    forward pass over prompt + completion recomputes, so the first policy-gradient ratio starts at 1 whatever
+    temperature and top-p sampled the tokens. A chat ending in an ``assistant`` message is continued from it
+    (:func:`render_chat`), and the record's text starts with that message's content.
+
+    ``share_prefix`` (default): requests with the same prompt in one batch (the G samples of a group, several seeds of
+    one task) are prefilled once and decoded in a static cache (:func:`baselines.decoding.sample_rows`); False runs
+    ``model.generate`` on every row, the reference path (same samples for the same seed and rows: the tests check).
     """
     import torch
 
@@ -94,60 +123,83 @@ def generate_records(
     context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
     max_prompt_tokens = max(16, context - settings.max_new_tokens)
     encoded = encode_prompts(tokenizer, render_prompts(tokenizer, requests), max_prompt_tokens)
+    prefixes = [reply_prefix(request.messages()) for request in requests]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     records: list[Generation | None] = [None] * len(encoded)
-    sampling: dict[str, Any] = {"do_sample": False}
-    if not settings.greedy:
-        sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
     # A private RNG state: seeding for this call must not reset the caller's global torch RNG.
     with torch.random.fork_rng(devices=[] if loaded.device == "cpu" else None):
         if settings.seed is not None:
             torch.manual_seed(settings.seed)
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
-            batch = _generate_batch(loaded, model, [encoded[i] for i in rows], sampling, settings.max_new_tokens,
-                                    logprobs)
+            batch = _generate_batch(loaded, model, [encoded[i] for i in rows], settings, logprobs, share_prefix)
             for row, record in zip(rows, batch, strict=True):
-                records[row] = record
+                records[row] = dataclasses.replace(record, text=completion_text(prefixes[row], record.text))
     return [record for record in records if record is not None]
 
 
-def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], sampling: dict[str, Any],
-                    max_new_tokens: int, logprobs: bool) -> list[Generation]:
-    """One left-padded ``generate`` call: a record per row, cut after its first stop token."""
+def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], settings: GenerationSettings,
+                    logprobs: bool, share_prefix: bool) -> list[Generation]:
+    """One batch of rows: a record per row, cut after its first stop token (text: the decoded continuation, not yet
+    stripped or prefixed)."""
+    stop_ids = sorted(_stop_token_ids(model, loaded.tokenizer))
+    pad_id = loaded.tokenizer.pad_token_id
+    if share_prefix:
+        distinct: dict[tuple[int, ...], int] = {}
+        row_prompt = [distinct.setdefault(tuple(ids), len(distinct)) for ids in encoded]
+        sampled = sample_rows(model, [list(ids) for ids in distinct], row_prompt, temperature=settings.temperature,
+                              top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, stop_ids=stop_ids,
+                              pad_id=pad_id, logprobs=logprobs)
+        tokens, token_logprobs, stopped = sampled.tokens, sampled.logprobs, sampled.stopped
+    else:
+        tokens, token_logprobs, stopped = _generate_with_hf(loaded, model, encoded, settings, logprobs, stop_ids)
+    return [
+        Generation(
+            text=loaded.tokenizer.decode(completion, skip_special_tokens=True),
+            prompt_ids=tuple(encoded[row]),
+            completion_ids=tuple(completion),
+            logprobs=tuple(token_logprobs[row]) if token_logprobs is not None else None,
+            finish_reason="stop" if stopped[row] else "length",
+        )
+        for row, completion in enumerate(tokens)
+    ]
+
+
+def _generate_with_hf(loaded: LoadedModel, model: Any, encoded: list[list[int]], settings: GenerationSettings,
+                      logprobs: bool, stop_ids: list[int]) -> tuple[list[list[int]], list[list[float]] | None,
+                                                                   list[bool]]:
+    """The reference path: one left-padded ``model.generate`` call over every row."""
     import torch
 
     tokenizer = loaded.tokenizer
-    stop_ids = _stop_token_ids(model, tokenizer)
+    sampling: dict[str, Any] = {"do_sample": False}
+    if not settings.greedy:
+        sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
     batch = tokenizer.pad({"input_ids": encoded}, padding=True, return_tensors="pt")
     batch = {key: value.to(loaded.device) for key, value in batch.items()}
     with torch.inference_mode():
         # Every stop id ends generation (not only the model's own eos), so a row's text and ids end at the same place.
-        output = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                eos_token_id=sorted(stop_ids), return_dict_in_generate=True,
-                                output_logits=logprobs, **sampling)
+        output = model.generate(**batch, max_new_tokens=settings.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                eos_token_id=stop_ids, return_dict_in_generate=True, output_logits=logprobs,
+                                **sampling)
         new_tokens = output.sequences[:, batch["input_ids"].shape[1]:]
-        token_logprobs = None
+        step_logprobs = None
         if logprobs:
             # One (rows, vocab) step at a time: stacking all steps first would double the peak memory.
-            token_logprobs = torch.stack([
+            step_logprobs = torch.stack([
                 torch.log_softmax(step.float(), dim=-1).gather(-1, new_tokens[:, t:t + 1]).squeeze(-1)
                 for t, step in enumerate(output.logits)
             ], dim=1).tolist()
-    records = []
-    for row, tokens in enumerate(new_tokens.tolist()):
-        ends = [i for i, token in enumerate(tokens) if token in stop_ids]
-        length = ends[0] + 1 if ends else len(tokens)
-        completion = tokens[:length]
-        text = tokenizer.decode(completion, skip_special_tokens=True).strip()
-        records.append(Generation(
-            text=text,
-            prompt_ids=tuple(encoded[row]),
-            completion_ids=tuple(completion),
-            logprobs=tuple(token_logprobs[row][:length]) if token_logprobs is not None else None,
-            finish_reason="stop" if ends else "length",
-        ))
-    return records
+    stop_set = set(stop_ids)
+    tokens, kept, stopped = [], [], []
+    for row, generated in enumerate(new_tokens.tolist()):
+        end = next((i for i, token in enumerate(generated) if token in stop_set), None)
+        length = len(generated) if end is None else end + 1
+        tokens.append(generated[:length])
+        stopped.append(end is not None)
+        if step_logprobs is not None:
+            kept.append(step_logprobs[row][:length])
+    return tokens, kept if logprobs else None, stopped
 
 
 def _stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -165,6 +217,8 @@ class LocalModelPolicy(Policy):
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         batch_size: the most rows per ``generate`` call.
         loaded: an already loaded model to share (then ``model``/``dtype``/``device`` are ignored).
+        share_prefix: prefill each distinct prompt of a batch once and decode in a static cache (default); False
+            runs ``model.generate`` on every row (the reference path, for comparisons).
     """
 
     name = "local"
@@ -177,15 +231,19 @@ class LocalModelPolicy(Policy):
         device: str = "auto",
         batch_size: int = DEFAULT_BATCH_SIZE,
         loaded: LoadedModel | None = None,
+        share_prefix: bool = True,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
         self.loaded = loaded if loaded is not None else load_model(model, dtype=dtype, device=device)
         self.batch_size = batch_size
+        self.share_prefix = bool(share_prefix)
 
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
         # Texts only: skips keeping the raw logits that log-probabilities need.
-        return generate_actions(self.loaded, requests, settings, batch_size=self.batch_size)
+        return generate_actions(self.loaded, requests, settings, batch_size=self.batch_size,
+                                share_prefix=self.share_prefix)
 
     def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
-        return generate_records(self.loaded, requests, settings, batch_size=self.batch_size)
+        return generate_records(self.loaded, requests, settings, batch_size=self.batch_size,
+                                share_prefix=self.share_prefix)

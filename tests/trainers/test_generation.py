@@ -61,8 +61,18 @@ def flat(records: list[list[Generation]]) -> list[Generation]:
 
 
 def count_generate_calls(team: TeamModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Wrap each base model's ``generate``; the list collects the batch size of every call."""
+    """Wrap the sampling calls (the shared-prefix sampler, and each base model's ``generate`` for the reference path);
+    the list collects the number of rows of every call."""
+    import trainers.generation
+
     rows: list[int] = []
+    sampler = trainers.generation.sample_rows
+
+    def counted_sampler(*args: Any, **kwargs: Any) -> Any:
+        rows.append(len(args[2]))  # row_prompt: one entry per sampled row
+        return sampler(*args, **kwargs)
+
+    monkeypatch.setattr(trainers.generation, "sample_rows", counted_sampler)
     for model in {id(team.model_of(a)): team.model_of(a) for a in team.agents}.values():
         original = model.generate
 

@@ -1,0 +1,219 @@
+"""Sampling with each distinct prompt read once: one prefill per prompt, its KV cache copied to the prompt's rows,
+then a lean decode loop over a static cache.
+
+Why not ``model.generate``: on these CPUs a batch of G samples of one prompt is decode-bound, and ``generate`` spends
+much of each decode step outside the model (input preparation, a cache that grows by ``torch.cat`` at every step, a
+4-D mask rebuilt from a growing 2-D one); the G samples of a group also re-read their shared prompt G times in the
+prefill. :func:`sample_rows` prefills every distinct prompt once, copies its keys and values to the rows that sample
+from it (``index_select`` on the batch axis), and decodes all rows together in a preallocated
+:class:`~transformers.StaticCache`, one forward of one token per row and step.
+
+Sampling is transformers' own: the same logits warpers ``generate`` builds from these settings (temperature, top-k 50,
+top-p, then ``softmax`` and one ``torch.multinomial`` per step; argmax when greedy; stop tokens suppressed until
+``min_new_tokens``), finished rows continue with the pad token, and the loop stops when every row has met a stop token
+or the budget is spent. So with the same seed and the same rows the samples are those of the repeated path as long as
+the logits agree, which the tests check (next-token logits to 1e-4 in fp32; seeded samples equal).
+``benchmarks/trainer_step.py`` measures the step with and without it (``share_prefix``).
+
+Rows are routed by a caller-given context (``rows_context``): the team model runs each row under its agent's LoRA
+adapter, the prefill's rows being the distinct prompts and the decode's rows the samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+DEFAULT_TOP_K = 50
+"""transformers' default top-k, which ``generate`` applies when sampling (and so do we)."""
+
+RowsContext = Callable[[Sequence[int]], contextlib.AbstractContextManager[dict[str, Any]]]
+"""``rows_context(prompt_index_of_each_batch_row)`` is entered around each forward; it yields extra keyword arguments
+for the model (e.g. peft's ``adapter_names``) and may route rows to adapters while it is open."""
+
+
+@dataclass(frozen=True)
+class SampledRows:
+    """What :func:`sample_rows` returns, one entry per row, in row order."""
+
+    tokens: list[list[int]]
+    """The generated ids through the first stop token (included), nothing after it."""
+    logprobs: list[list[float]] | None
+    """``log_softmax`` of the raw logits (temperature 1, before any warper) at each generated token; None when not
+    asked for."""
+    stopped: list[bool]
+    """Whether the row met a stop token (False: the budget ran out)."""
+
+
+@contextlib.contextmanager
+def _no_routing(rows: Sequence[int]) -> Iterator[dict[str, Any]]:
+    yield {}
+
+
+def left_pad(encoded: Sequence[Sequence[int]], pad_id: int, device: str = "cpu") -> tuple[Tensor, Tensor]:
+    """``(input_ids, attention_mask)`` of ``encoded`` rows, left-padded with ``pad_id`` to the longest."""
+    width = max(len(ids) for ids in encoded)
+    input_ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for i, ids in enumerate(encoded):
+        if ids:
+            input_ids[i, width - len(ids):] = torch.tensor(list(ids))
+            attention_mask[i, width - len(ids):] = 1
+    return input_ids.to(device), attention_mask.to(device)
+
+
+def logits_warpers(temperature: float, top_p: float, top_k: int = DEFAULT_TOP_K) -> list[Any]:
+    """The warpers ``generate`` applies when sampling with these settings, in its order (temperature, top-k, top-p);
+    none when greedy (``temperature == 0``)."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    if temperature == 0:
+        return []
+    warpers: list[Any] = []
+    if temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(temperature))
+    if top_k:
+        warpers.append(TopKLogitsWarper(top_k))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p))
+    return warpers
+
+
+def sample_rows(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    row_prompt: Sequence[int],
+    *,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    stop_ids: Sequence[int],
+    pad_id: int,
+    min_new_tokens: int = 0,
+    logprobs: bool = True,
+    share_prefix: bool = True,
+    cache: str = "static",
+    rows_context: RowsContext | None = None,
+) -> SampledRows:
+    """Sample one completion per row; row ``r`` continues ``prompts[row_prompt[r]]`` (token ids, unpadded).
+
+    ``share_prefix``: prefill each distinct prompt once and copy its cache to its rows (False: prefill every row, the
+    same work ``generate`` does; for comparisons and tests). ``cache``: ``"static"`` (a preallocated
+    :class:`~transformers.StaticCache`, the faster decode here) or ``"dynamic"``. Draws from torch's current RNG (seed
+    it around the call for reproducible samples). Runs under ``torch.inference_mode``.
+    """
+    from transformers import MinNewTokensLengthLogitsProcessor
+
+    if not prompts or any(len(ids) == 0 for ids in prompts):
+        raise ValueError("prompts: expected at least one prompt, each with at least one token")
+    if not row_prompt or min(row_prompt) < 0 or max(row_prompt) >= len(prompts):
+        raise ValueError(f"row_prompt: expected indices into {len(prompts)} prompts, got {list(row_prompt)[:8]}...")
+    if cache not in ("static", "dynamic"):
+        raise ValueError(f"cache: expected 'static' or 'dynamic', got {cache!r}")
+    route = rows_context or _no_routing
+    device = next(model.parameters()).device
+    rows = torch.tensor(list(row_prompt), dtype=torch.long, device=device)
+    n_rows = len(row_prompt)
+    if share_prefix:
+        prefill_rows = list(range(len(prompts)))
+        prompt_ids, prompt_mask = left_pad(prompts, pad_id, str(device))
+    else:  # every row prefills its own copy of its prompt
+        prefill_rows = list(row_prompt)
+        prompt_ids, prompt_mask = left_pad([prompts[i] for i in row_prompt], pad_id, str(device))
+    width = prompt_ids.shape[1]
+    positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
+    stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
+    warpers = logits_warpers(temperature, top_p)
+    min_tokens = (MinNewTokensLengthLogitsProcessor(width, min_new_tokens, stop.tolist(), device=device)
+                  if min_new_tokens > 0 else None)
+    with torch.inference_mode():
+        kv = _new_cache(model, cache, width + max_new_tokens)
+        prefill_kv = _new_cache(model, "dynamic", width) if share_prefix else kv
+        with route(prefill_rows) as extra:
+            out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, cache=prefill_kv,
+                        logits_to_keep=1, **extra)
+        logits = out.logits[:, -1].float()
+        if share_prefix:
+            logits = logits.index_select(0, rows)
+            _copy_rows(prefill_kv, kv, rows, width)
+            del prefill_kv
+            prompt_mask, positions = prompt_mask.index_select(0, rows), positions.index_select(0, rows)
+        del out
+        sequences = torch.full((n_rows, width + max_new_tokens), pad_id, dtype=torch.long, device=device)
+        sequences[:, :width] = prompt_ids.index_select(0, rows) if share_prefix else prompt_ids
+        mask = torch.cat([prompt_mask, prompt_mask.new_ones((n_rows, max_new_tokens))], dim=1)
+        next_position = positions[:, -1:] + 1
+        unfinished = torch.ones(n_rows, dtype=torch.bool, device=device)
+        recorded: list[Tensor] = []
+        steps = 0
+        with route(list(row_prompt)) as extra:
+            for t in range(max_new_tokens):
+                if logprobs:
+                    log_p = torch.log_softmax(logits, dim=-1)
+                scores = logits
+                context = sequences[:, :width + t]
+                if min_tokens is not None:
+                    scores = min_tokens(context, scores)
+                for warper in warpers:
+                    scores = warper(context, scores)
+                if warpers:
+                    token = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+                else:
+                    token = scores.argmax(dim=-1)
+                token = torch.where(unfinished, token, torch.full_like(token, pad_id))
+                if logprobs:
+                    recorded.append(log_p.gather(1, token[:, None]).squeeze(1))
+                sequences[:, width + t] = token
+                steps = t + 1
+                unfinished &= ~torch.isin(token, stop)
+                if not bool(unfinished.any()) or steps == max_new_tokens:
+                    break
+                out = model(input_ids=token[:, None], attention_mask=mask[:, :width + t + 1],
+                            position_ids=next_position + t, cache=kv, logits_to_keep=1, **extra)
+                logits = out.logits[:, -1].float()
+        new_tokens = sequences[:, width:width + steps].tolist()
+        token_logprobs = torch.stack(recorded, dim=1).tolist() if logprobs else None
+    stop_set = set(stop.tolist())
+    tokens, kept_logprobs, stopped = [], [], []
+    for r, row in enumerate(new_tokens):
+        end = next((i for i, token in enumerate(row) if token in stop_set), None)
+        length = len(row) if end is None else end + 1
+        tokens.append(row[:length])
+        stopped.append(end is not None)
+        if token_logprobs is not None:
+            kept_logprobs.append(token_logprobs[r][:length])
+    return SampledRows(tokens, kept_logprobs if logprobs else None, stopped)
+
+
+def _new_cache(model: Any, kind: str, length: int) -> Any:
+    from transformers import DynamicCache, StaticCache
+
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if kind == "static":
+        return StaticCache(config=config, max_cache_len=length)
+    return DynamicCache(config=config)
+
+
+def _copy_rows(source: Any, target: Any, rows: Tensor, width: int) -> None:
+    """Fill ``target`` (a fresh cache for the sampled rows) with ``source``'s keys and values (the distinct prompts')
+    of each row's prompt: ``index_select`` on the batch axis."""
+    from transformers.cache_utils import DynamicLayer, StaticLayer
+
+    for src, dst in zip(source.layers, target.layers, strict=True):
+        keys, values = src.keys.index_select(0, rows), src.values.index_select(0, rows)
+        if type(dst) is StaticLayer:
+            dst.lazy_initialization(keys, values)
+            dst.keys[:, :, :width].copy_(keys)
+            dst.values[:, :, :width].copy_(values)
+            dst.cumulative_length.fill_(width)
+        elif type(dst) is DynamicLayer:
+            dst.lazy_initialization(keys, values)
+            dst.keys, dst.values = keys, values
+        else:  # sliding-window or other layer kinds keep state this copy does not know how to carry
+            raise NotImplementedError(f"share_prefix: cannot copy a {type(dst).__name__} cache layer; "
+                                      "use share_prefix=False for this model")
