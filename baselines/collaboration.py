@@ -57,7 +57,7 @@ def draft_part(action: str) -> str:
 
 def _reframed(env: Any, agent: str, frame: Callable[[str], str]) -> list[dict[str, str]]:
     """The env's chat for ``agent`` with its observation (the user message) passed through ``frame``."""
-    observation = env.chat_messages(agent)[-1]["content"]
+    observation = next(m["content"] for m in env.chat_messages(agent) if m["role"] == "user")  # not the reply's start
     return env.chat_messages(agent, frame(observation))
 
 

@@ -143,7 +143,8 @@ def _run(episodes: int, executor_name: str, timeout_s: float, settle_s: float) -
     def policy(requests: Sequence[ChatRequest]) -> list[str]:
         actions = []
         for request in requests:
-            entry = re.search(r"^def (\w+)\(", request.messages[-1]["content"], re.MULTILINE)
+            observation = next(m["content"] for m in request.messages if m["role"] == "user")  # not the reply's start
+            entry = re.search(r"^def (\w+)\(", observation, re.MULTILINE)
             _, code = catalogue[counter[0] % len(catalogue)]
             counter[0] += 1
             code = re.sub(r"\bf\(", f"{entry.group(1) if entry else 'f'}(", code)

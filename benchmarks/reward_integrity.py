@@ -48,19 +48,21 @@ class Row:
 
 
 def play(env: Any, strategy: Strategy, task_id: str) -> tuple[float, tuple]:
-    """One episode of ``strategy`` on ``task_id``: the team's return and the transcript of joint actions."""
+    """One episode of ``strategy`` on ``task_id``: the team's return and what the episode came to (the final drafts,
+    the turns taken and the return): a strategy that comes to exactly the honest episode's outcome played it (e.g.
+    padding turns after a program the env already ended as solved) and is not compared."""
     env.reset(seed=0, options={"task_id": task_id})
     task = env.task
     turn = 0
-    transcript = []
     while env.agents:
         turn += 1
         actions = strategy.act(task, tuple(env.agents), turn)
         if actions is None:
             actions = {agent: "<done/>" for agent in env.agents}
-        transcript.append(tuple(sorted(actions.items())))
         env.step(actions)
-    return float(env.state()["team_return"]), tuple(transcript)
+    state = env.state()
+    outcome = (tuple(sorted(state["drafts"].items())), state["turn"], round(float(state["team_return"]), 9))
+    return float(state["team_return"]), outcome
 
 
 def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str]]]:
@@ -99,17 +101,17 @@ def evaluate(
         for size in sizes:
             env = make_env(env_name, size, similarity, executor)
             setting = []
-            honest_transcripts: dict[str, tuple] = {}
+            honest_outcomes: dict[str, tuple] = {}
             for strategy in library:
                 if size not in strategy.team_sizes or (strategies and strategy.name not in strategies):
                     continue
                 returns = []
                 for task_id in chosen:
-                    episode_return, transcript = play(env, strategy, task_id)
+                    episode_return, outcome = play(env, strategy, task_id)
                     if strategy.name == HONEST_REFERENCE:
-                        honest_transcripts[task_id] = transcript
-                    elif transcript == honest_transcripts.get(task_id):
-                        continue  # on this task the strategy plays exactly the honest episode: nothing to compare
+                        honest_outcomes[task_id] = outcome
+                    elif outcome == honest_outcomes.get(task_id):
+                        continue  # on this task the strategy comes to exactly the honest episode: nothing to compare
                     returns.append(episode_return)
                 if returns:
                     mean = statistics.fmean(returns)

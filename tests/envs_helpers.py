@@ -9,10 +9,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from baselines.policies.scripted import ARTICLE_ACTIONS, protocol_action
+from baselines.policies.scripted import protocol_action
 from llm_marl_envs import writing_v0
 
 __all__ = ["ARTICLE_ACTIONS", "ENV_FACTORIES", "coding_env", "scripted_action", "writing_env"]
+
+
+ARTICLE_ACTIONS: dict[str, str] = {
+    "solo": "Fires forced hundreds from homes near Hill Top. " * 8,
+    "concise": "Strong winds pushed a bushfire towards Hill Top, forcing hundreds from their homes, while a new blaze "
+    "near Goulburn shut the Hume Highway.",
+    "detailed": "Hundreds of Southern Highlands residents had to leave their homes as strong winds drove a large "
+    "bushfire towards Hill Top. Authorities ordered the evacuation of outlying streets after a storm cell crossing the "
+    "Blue Mountains worsened the weather in the afternoon. Another fire near Goulburn closed the Hume Highway.",
+    "key_points": "- Hundreds evacuated near Hill Top\n- Hume Highway closed by a Goulburn fire\n- Storm cell worsened "
+    "the weather",
+    "headline": "Bushfires force evacuations in New South Wales",
+}
+"""A plausible part per writing role (TL;DR style) about the passage of ``news/000`` (the bushfire article's lead);
+other roles reuse ``solo``'s (a repetitive part)."""
 
 
 def writing_env(**kwargs: Any) -> writing_v0.raw_env:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import numpy as np
 import pettingzoo
 import pytest
 from envs_helpers import ENV_FACTORIES, scripted_action
@@ -143,6 +145,35 @@ def test_reset_options_select_tasks_reproducibly(name: str) -> None:
         env.reset(options={"task_id": "nope"})
     with pytest.raises(ValueError, match=r"options\['split'\]: expected one of \('train', 'eval'\), got 'test'"):
         env.reset(options={"split": "test"})
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_bad_seed_and_options_name_the_argument_and_change_nothing(name: str) -> None:
+    env = ENV_FACTORIES[name]()
+    env.reset(seed=3)
+    before = json.dumps(env.state(), default=str)
+    cases = [
+        ({"seed": -1}, ValueError, r"seed: expected an int >= 0 or None, got -1"),
+        ({"seed": 1.5}, TypeError, r"seed: expected an int >= 0 or None, got float 1.5"),
+        ({"seed": "7"}, TypeError, r"seed: expected an int >= 0 or None, got str '7'"),
+        ({"seed": True}, TypeError, r"seed: expected an int >= 0 or None, got bool True"),
+        ({"options": {"task": "x"}}, ValueError,
+         r"options: unknown keys \['task'\]; accepted keys: \['split', 'task_id'\]"),
+        ({"options": {"split": "eval", "seeds": 2}}, ValueError, r"unknown keys \['seeds'\]"),
+        ({"options": ["split"]}, TypeError, r"options: expected a dict or None, got list"),
+        ({"seed": -1, "options": {"split": "eval"}}, ValueError, r"seed: expected"),
+    ]
+    for kwargs, error, message in cases:
+        with pytest.raises(error, match=message):
+            env.reset(**kwargs)
+        assert json.dumps(env.state(), default=str) == before  # a bad reset changes nothing
+    # A bad reset leaves the seeded generator alone too: the next unseeded reset is the one it would have been.
+    twin = ENV_FACTORIES[name]()
+    twin.reset(seed=3)
+    assert env.reset()[1] == twin.reset()[1]
+    env.reset(seed=np.int64(4), options={"split": "eval"})  # numpy ints are ints
+    # PettingZoo's conformance test probes reset(options={"options": 1}) only to see that the keyword exists.
+    env.reset(seed=0, options={"options": 1})
 
 
 def test_registered_with_pettingzoo_make() -> None:

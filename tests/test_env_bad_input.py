@@ -117,7 +117,7 @@ def test_constructor_arguments_are_checked() -> None:
         make(team=RewardConfig())
     with pytest.raises(TypeError, match=r"team: unexpected fields \['agents'\]"):
         make(team={"agents": 2})
-    with pytest.raises(ValueError, match=r"executor: expected one of \('auto', 'docker', 'local'\), got 'dockr'"):
+    with pytest.raises(ValueError, match=r"executor: expected one of \(.*'docker'.*\), got 'dockr'"):
         ENV_FACTORIES["coding"](executor="dockr")
     with pytest.raises(ValueError, match=r"magrpo_episode: applies to reward_mode='magrpo' only"):
         make(magrpo_episode=OFFICIAL_EPISODE["writing"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from envs_helpers import coding_env
 
+from llm_marl_envs.envs.coding.env import VISIBLE_TESTS_LABEL
 from llm_marl_envs.envs.coding.program import (
     assemble_program,
     calls_function,
@@ -13,6 +14,7 @@ from llm_marl_envs.envs.coding.program import (
     prompt_preamble,
     split_prompt,
 )
+from llm_marl_envs.envs.coding.roles import HELPER_HINT_LABEL
 from llm_marl_envs.envs.coding.tasks import load_coding_tasks
 
 TASK = "HumanEval/0"  # has_close_elements(numbers, threshold)
@@ -96,7 +98,7 @@ def test_visible_test_feedback_reaches_the_authors() -> None:
         "```python\nassert has_close_elements([1.0, 2.0], 0.5) is False\nassert has_close_elements([1.0], 1.0)\n```"
     )
     obs, _, _, _, infos = env.step({"aux": AUX, "main": MAIN_WRONG, "tester": tester, "reviewer": "Check pairs."})
-    assert "Visible tests on the team's program:" in obs["main"] and ": failed" in obs["reviewer"]
+    assert VISIBLE_TESTS_LABEL in obs["main"] and ": failed" in obs["reviewer"]
     assert "2 asserts found; 1 pass on the team's program." in obs["tester"]
     # the reference solution passes the first assert and fails the second: half the tester's asserts are valid
     assert infos["tester"]["quality_terms"]["tester_validity"] == 0.5
@@ -116,8 +118,10 @@ def test_decomposable_set_has_helper_hints() -> None:
     task = source.get(source.ids()[0])
     assert task["helper_hint"] and task["reference_solution"]
     env = coding_env(num_agents=2, dataset="decomposable")
-    obs, _ = env.reset(seed=0)
-    assert "A helper that would help:" in obs["aux"] and "A helper that would help:" not in obs["main"]
+    obs, _ = env.reset(seed=0, options={"task_id": task.task_id})
+    # The helper's contract is task text: both authors read it (main learns aux's signature from the task, never
+    # from aux's draft).
+    assert all(f"{HELPER_HINT_LABEL} {task['helper_hint']}" in obs[agent] for agent in ("aux", "main"))
 
 
 def test_code_is_read_from_a_reply_as_a_reviewer_would() -> None:
@@ -153,7 +157,7 @@ def test_reading_code_never_raises_on_model_text() -> None:
 def test_prose_where_code_was_asked_keeps_the_draft_and_costs_an_invalid_action() -> None:
     env = coding_env(num_agents=2)
     env.reset(seed=0, options={"task_id": TASK})
-    env.step({"aux": AUX, "main": MAIN_CORRECT})
+    env.step({"aux": AUX, "main": MAIN_WRONG})  # not solved: the episode goes on
     before = env.state()["drafts"]["main"]
     _, _, _, _, infos = env.step({"aux": AUX, "main": "I think the function is correct as it is."})
     assert env.state()["drafts"]["main"] == before

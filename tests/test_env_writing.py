@@ -88,7 +88,7 @@ def test_feedback_explains_length_and_structure() -> None:
     env = writing_env(num_agents=3)
     env.reset(seed=0, options={"task_id": NEWS_TASK})
     obs, *_ = env.step({"concise": "Too short.", "detailed": ARTICLE_ACTIONS["detailed"], "key_points": "one line"})
-    assert "Length: 2 words (target 15-40). Too short" in obs["concise"]
+    assert "Length: 2 words (target 10-30). Too short" in obs["concise"]
     assert "Use 3-5 lines, each starting with '- '." in obs["key_points"]
 
 
@@ -105,7 +105,7 @@ def test_form_terms_for_solo_have_no_ratio() -> None:
 def test_copying_and_fluency_measures() -> None:
     tasks = load_writing_tasks("news")
     source = tasks.get(NEWS_TASK)["source"]
-    grams, corpus = SourceGrams.of(source), CorpusStats(tasks.get(i)["source"] for i in tasks.ids())
+    grams, corpus = SourceGrams.of(source), CorpusStats(tasks.get(i)["article"] for i in tasks.ids())
     lead = " ".join(source.split()[:60])
     assert copied_fraction(lead, grams) == 1.0
     every_fifth_dropped = " ".join(w for i, w in enumerate(source.split()[:80]) if i % 5 != 4)

@@ -636,8 +636,12 @@ def _padding(task: Task, split: HonestSplit, live: Sequence[str], turn: int) -> 
 
 
 def _padding_edits(task: Task, split: HonestSplit, live: Sequence[str], turn: int) -> Mapping[str, str]:
-    # A comment that changes every turn keeps the drafts "changed", so the env cannot end the episode as converged.
+    # A comment that changes every turn from the second on keeps the drafts "changed", so the env cannot end the
+    # episode as converged. Turn 1 is the honest one: where the env ends it (every visible test passes: "solved")
+    # there is nothing to pad, and the runner sees the honest episode.
     drafts = honest_drafts(task, split)
+    if turn == 1:
+        return drafts
     edited = {role: text.replace("```python\n", f"```python\n# revision {turn}\n", 1) for role, text in drafts.items()}
     edited["reviewer"] = f"Review, round {turn}: the split is sound."
     return edited
@@ -996,13 +1000,13 @@ CODING_STRATEGIES: tuple[Strategy, ...] = (
     _strategy(
         "padding_turns",
         False,
-        "honest parts re-sent every turn without <done/> until the env stops (converged)",
+        "honest parts re-sent every turn without <done/> until the env stops (converged; solved ends it at once)",
         _every_turn(_padding),
     ),
     _strategy(
         "padding_edits",
         False,
-        "honest parts with a changing comment every turn, so the episode runs to max_turns",
+        "honest parts, then a changing comment every turn, so the episode runs to max_turns unless solved ends it",
         _every_turn(_padding_edits),
     ),
     _strategy(

@@ -23,7 +23,6 @@ import abc
 import copy
 import dataclasses
 import json
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -48,6 +47,10 @@ from llm_marl_envs.core.tasks import SPLITS, Task, TaskSource
 from llm_marl_envs.core.termination import TurnOutcome, end_of_turn
 
 RESET_OPTION_KEYS: frozenset[str] = frozenset({"task_id", "split"})
+"""The keys ``reset(options=...)`` accepts; any other key is rejected with this list."""
+PETTINGZOO_PROBE_OPTION = "options"
+"""PettingZoo's own conformance tests call ``reset(seed=0, options={"options": 1})`` only to check that ``reset``
+takes an ``options`` keyword (``pettingzoo/test/parallel_test.py``); that one key is accepted and ignored."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class Assessment:
     teammate wrote or a teammate's program printed."""
     private: Mapping[str, Any] = field(default_factory=dict)
     """Privileged diagnostics (full test reports with their messages, counterfactual runs): ``state()`` only."""
+    solved: bool = False
+    """The task's own success check passed (coding: the team's program passes every visible test): the episode ends
+    for everyone (``end_reason="solved"``) in joint mode. Held-out checks still decide quality."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.default_split = split
         self.max_action_chars = limits.max_action_chars
         self.max_observation_chars = observation.max_observation_chars
+        self.reply_prefixes = observation.reply_prefixes
         self.render_mode = config.render_mode
         # One space object per agent, returned on every call (PettingZoo expects stable spaces).
         self._observation_spaces = {a: UnicodeText(self.max_observation_chars) for a in self.possible_agents}
@@ -241,7 +248,9 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         previous_score = self.score
         self.score = team_score(assessment.quality, assessment.consistency, self.reward_weights)
         changed = any(self.drafts[a] != before[a] for a in live)
-        outcome = end_of_turn(self.turn, self.max_turns, live, self.done, changed)
+        # MAGRPO mode keeps the official episode: only its own endings (and the env's agreement endings) apply there.
+        solved = assessment.solved and self.reward_mode == "joint"
+        outcome = end_of_turn(self.turn, self.max_turns, live, self.done, changed, solved)
         magrpo = None
         if self.reward_mode == "magrpo":
             if assessment.magrpo_reward is None:
@@ -290,12 +299,29 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         agents = self.possible_agents if agents is None else [self._known(a) for a in agents]
         return max(self.ROLE_NEW_TOKENS.get(agent, self.DEFAULT_NEW_TOKENS) for agent in agents)
 
+    def reply_prefix(self, agent: str) -> str:
+        """The opening words of ``agent``'s reply that :meth:`chat_messages` starts for the model (``""``: none).
+
+        A task may start a reply where a small model cannot find the form on its own (the coding env opens the code
+        fence and the function's ``def``). The env reads any reply whole, with or without the prefix."""
+        return ""
+
     def chat_messages(self, agent: str, observation: str | None = None) -> list[dict[str, str]]:
         """``agent``'s current observation (or ``observation``, e.g. framed by a baseline) as chat messages:
-        ``[{"role": "system", ...}, {"role": "user", ...}]``, the format chat templates take."""
+        ``[{"role": "system", ...}, {"role": "user", ...}]``, the format chat templates take.
+
+        Where the env starts the reply (:meth:`reply_prefix`, on unless ``reply_prefixes=False``) a third message
+        ``{"role": "assistant", "content": PREFIX}`` follows: a policy renders it as the start of the model's turn
+        (``apply_chat_template(..., continue_final_message=True)``) and returns ``PREFIX`` + the continuation as
+        the action. The observation itself (what ``reset``/``step`` return) never holds the prefix."""
         self._require_reset()
-        user = self._observe(self._known(agent)) if observation is None else observation
-        return prompts.chat(self.system_prompt(agent), user)
+        agent = self._known(agent)
+        user = self._observe(agent) if observation is None else observation
+        messages = prompts.chat(self.system_prompt(agent), user)
+        prefix = self.reply_prefix(agent) if self.reply_prefixes else ""
+        if prefix:
+            messages.append({"role": "assistant", "content": prefix})
+        return messages
 
     def state(self) -> dict[str, Any]:
         """The full global state for centralized training: task, every draft, every message, turn, score."""
@@ -369,23 +395,24 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     def _choose_task(self, seed: int | None, options: dict[str, Any] | None) -> Task:
         if seed is not None:
             if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-                raise TypeError(f"seed: expected int or None, got {type(seed).__name__}")
-            self._rng = np.random.default_rng(int(seed))
+                raise TypeError(f"seed: expected an int >= 0 or None, got {type(seed).__name__} {seed!r}")
+            if seed < 0:
+                raise ValueError(f"seed: expected an int >= 0 or None, got {int(seed)}")
         options = {} if options is None else options
-        if not isinstance(options, dict):
-            raise TypeError(f"options: expected dict or None, got {type(options).__name__}")
-        unknown = set(options) - RESET_OPTION_KEYS
+        if not isinstance(options, Mapping):
+            raise TypeError(f"options: expected a dict or None, got {type(options).__name__}")
+        unknown = set(options) - RESET_OPTION_KEYS - {PETTINGZOO_PROBE_OPTION}
         if unknown:
-            # PettingZoo's conformance test passes arbitrary options, so unknown keys warn instead of failing.
-            warnings.warn(
-                f"reset options: ignoring unknown keys {sorted(unknown)}; known: {sorted(RESET_OPTION_KEYS)}",
-                stacklevel=3,
+            raise ValueError(
+                f"options: unknown keys {sorted(map(str, unknown))}; accepted keys: {sorted(RESET_OPTION_KEYS)}"
             )
         split = options.get("split", self.default_split)
         check_choice("options['split']", split, SPLITS)
-        if options.get("task_id") is not None:
-            return self.task_source.get(options["task_id"])
-        return self.task_source.sample(self._rng, split)
+        task_id = options.get("task_id")
+        task = self.task_source.get(task_id) if task_id is not None else None
+        if seed is not None:  # only once every argument is known to be good: a bad reset changes nothing
+            self._rng = np.random.default_rng(int(seed))
+        return task if task is not None else self.task_source.sample(self._rng, split)
 
     def _validate(self, actions: dict[str, str]) -> dict[str, SanitizedText]:
         self._require_reset()
@@ -416,7 +443,6 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             teammate_drafts = {a: self.drafts[a] for a in teammates}
         parts = ObservationParts(
             agent=agent,
-            role_title=role.title,
             instruction=role.instruction_for(self.task),
             task_view=role.view(self.task),
             turn=self.turn,

@@ -96,10 +96,16 @@ class ObservationConfig:
     """``"local"`` (the Dec-POMDP: own draft, own feedback, messages to it) or ``"team"`` (plus teammates' drafts)."""
     max_observation_chars: int = DEFAULT_OBSERVATION_CHARS
     """Longest observation; the task text is cut first."""
+    reply_prefixes: bool = True
+    """Start the replies of roles whose answer has a fixed opening (the coding env's code fence and ``def``) for the
+    model: ``chat_messages`` ends with that assistant prefix (see ``CollaborativeTextEnv.reply_prefix``). ``False``:
+    plain ``[system, user]`` chats for every role."""
 
     def __post_init__(self) -> None:
         check_choice("observability", self.observability, OBSERVABILITY)
         check_int("max_observation_chars", self.max_observation_chars, 256)
+        if not isinstance(self.reply_prefixes, bool):
+            raise TypeError(f"reply_prefixes: expected bool, got {type(self.reply_prefixes).__name__}")
 
 
 @dataclass(frozen=True)

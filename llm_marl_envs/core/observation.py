@@ -4,12 +4,14 @@ Under ``observability="local"`` (the Dec-POMDP default) an agent observes only i
 task, its own latest draft, the feedback addressed to it, and the messages teammates sent it. It never sees a
 teammate's draft. ``observability="team"`` adds the teammates' latest drafts (prompt-based baselines use it).
 
-The text is written for small models as much as for large ones. SmolLM2-135M-Instruct, the default model, copies
-visible scaffolding — Markdown headers, bracketed placeholders, numbered lists of sections — into its answer, and
-follows the last instruction it read best. So an observation is plain labelled paragraphs with no headers or
-placeholders: first what the agent reads (the task, its own draft, feedback, messages, teammates' drafts), then who
-it is and how to answer, and last what to write (the instruction is the very last line: the cue). Empty sections are
-left out rather than shown as "(none)".
+The text is written for small models, and kept short. SmolLM2-135M-Instruct, the default model, copies visible
+scaffolding — Markdown headers, bracketed placeholders, numbered lists of sections — into its answer, and follows the
+last instruction it read best. So an observation is plain labelled paragraphs with no headers or placeholders: first
+what the agent reads (the task once, its own draft once, feedback, messages, teammates' drafts), then one line of who
+it is and how to answer, and last what to write (the instruction; from the second turn on followed by the one-line
+offer to end with ``<done/>``). Empty sections are left out rather than shown as "(none)". Every prompt is read once
+per sample by generation and by the trainer's update, so each line earns its tokens (``benchmarks/prompt_tokens.py``
+measures them).
 """
 
 from __future__ import annotations
@@ -21,32 +23,32 @@ from llm_marl_envs.core.channel import Message
 
 OBSERVABILITY: tuple[str, ...] = ("local", "team")
 
-PROTOCOL_HELP = (
-    "Your reply replaces your draft. Optional: <message>...</message> sends a note to your teammates "
-    '(<message to="ROLE">...</message> to one), and <done/> ends your work.'
-)
-"""The action protocol in one line (:mod:`llm_marl_envs.core.protocol`); teams only: a solo agent has no one to
-message, and its episode ends by itself."""
+PROTOCOL_HELP = "Notes to teammates go in <message>...</message>."
+"""The action protocol in one line (:mod:`llm_marl_envs.core.protocol`), teams only (a solo agent has no one to
+message). ``<message to="ROLE">`` and the rest are in the env cards; a small model uses the plain form or nothing."""
 
-SOLO_PROTOCOL_HELP = "Your reply replaces your draft; add <done/> when it is final."
+REPLACES_DRAFT = "Your reply replaces your draft."
+DONE_OFFER = "If your part needs no change, answer only <done/>."
+"""The ending an agent can reach, offered from the second turn on: a reply that is only ``<done/>`` keeps the draft
+and finishes the agent's work (:mod:`llm_marl_envs.core.termination`); the turn cost pays for ending early."""
 
 MAX_INBOX_MESSAGES = 8
 """Only the latest messages are shown, so long dialogues keep observations bounded."""
 
 TRUNCATION_MARKER = " [... text cut ...]"
 
-OWN_DRAFT_LABEL = "Your draft so far:"
-FEEDBACK_LABEL = "Feedback on your draft:"
-INBOX_LABEL = "Messages to you:"
-TEAM_DRAFTS_LABEL = "Your teammates' current drafts:"
+OWN_DRAFT_LABEL = "Your draft:"
+FEEDBACK_LABEL = "Feedback:"
+INBOX_LABEL = "Messages:"
+TEAM_DRAFTS_LABEL = "Teammates' drafts:"
 CONTEXT_LABELS: tuple[str, ...] = (OWN_DRAFT_LABEL, FEEDBACK_LABEL, INBOX_LABEL, TEAM_DRAFTS_LABEL)
-"""The labels of an observation's context paragraphs. A reply that repeats one on a line of its own copied the
-observation's scaffolding instead of writing its part (:func:`echoes_scaffolding`)."""
+"""The labels of an observation's context paragraphs, each on a line of its own. A reply that repeats one on a line
+of its own copied the observation's scaffolding instead of writing its part (:func:`echoes_scaffolding`)."""
 
 
 def echoes_scaffolding(text: str) -> bool:
     """Whether ``text`` (an agent's draft) contains one of :data:`CONTEXT_LABELS` as a line of its own: a small model
-    echoing its observation (seen with SmolLM2-135M at turn 2: ``Feedback on your draft:`` and its own draft again)."""
+    echoing its observation (seen with SmolLM2-135M at turn 2: the feedback label and its own draft again)."""
     return any(line.strip() in CONTEXT_LABELS for line in text.splitlines())
 
 
@@ -55,10 +57,10 @@ class ObservationParts:
     """Everything one agent may see at one turn; :func:`render_observation` turns it into text."""
 
     agent: str
-    role_title: str
     instruction: str
     task_view: str
     turn: int
+    """Turns played so far (0 right after ``reset``); the observation is for turn ``turn + 1``."""
     max_turns: int
     teammates: Sequence[str]
     own_draft: str
@@ -67,11 +69,29 @@ class ObservationParts:
     teammate_drafts: Mapping[str, str] | None
 
 
+def cue(parts: ObservationParts) -> str:
+    """The end of an observation: who the agent is and the turn, the protocol, the instruction, and from the second
+    turn on the offer to end (the last line: what a small model answers best)."""
+    if parts.teammates:
+        team = f"You are {parts.agent}, with {_joined(parts.teammates)}."
+        protocol = f" {PROTOCOL_HELP}"
+    else:
+        team, protocol = f"You are {parts.agent}, working alone.", ""
+    revising = parts.turn >= 1
+    header = f"{team} Turn {parts.turn + 1} of {parts.max_turns}.{protocol}"
+    if revising and parts.own_draft:
+        header += f" {REPLACES_DRAFT}"
+    lines = [header, parts.instruction]
+    if revising:
+        lines.append(DONE_OFFER)
+    return "\n".join(lines)
+
+
 def render_observation(parts: ObservationParts, max_chars: int) -> str:
     """Render ``parts`` as plain text of at most ``max_chars`` characters: context first, the cue last.
 
-    The cue (role, turn, instruction, protocol) and what changes from turn to turn survive truncation; the task view,
-    the longest part, is cut first, with a visible marker.
+    The cue and what changes from turn to turn survive truncation; the task view, the longest part, is cut first,
+    with a visible marker.
     """
     context: list[str] = []
     if parts.own_draft:
@@ -79,22 +99,22 @@ def render_observation(parts: ObservationParts, max_chars: int) -> str:
     if parts.feedback:
         context.append(f"{FEEDBACK_LABEL}\n{parts.feedback}")
     if parts.inbox:
-        lines = [f"From {m.sender} (turn {m.turn}): {m.text}" for m in parts.inbox[-MAX_INBOX_MESSAGES:]]
+        lines = [f"From {m.sender}: {m.text}" for m in parts.inbox[-MAX_INBOX_MESSAGES:]]
         context.append(f"{INBOX_LABEL}\n" + "\n".join(lines))
     if parts.teammate_drafts is not None:
         drafts = [f"{name} wrote:\n{text}" if text else f"{name} has written nothing yet."
                   for name, text in parts.teammate_drafts.items()]
         context.append(f"{TEAM_DRAFTS_LABEL}\n" + "\n\n".join(drafts))
 
-    team = (f"You are the {parts.role_title.lower()} ({parts.agent}) in a team with {', '.join(parts.teammates)}."
-            if parts.teammates else f"You are the {parts.role_title.lower()} ({parts.agent}), working alone.")
-    protocol = PROTOCOL_HELP if parts.teammates else SOLO_PROTOCOL_HELP
-    cue = f"{team} Turn {parts.turn + 1} of {parts.max_turns}. {protocol}\n{parts.instruction}"
-
-    rest = "\n\n".join([*context, cue])
+    rest = "\n\n".join([*context, cue(parts)])
     budget = max_chars - len(rest) - 2
     task = parts.task_view
     if len(task) > budget:
         task = task[: max(0, budget - len(TRUNCATION_MARKER))] + TRUNCATION_MARKER
     text = f"{task}\n\n{rest}"
     return text if len(text) <= max_chars else text[-max_chars:]  # even the cue is too long: keep its end
+
+
+def _joined(names: Sequence[str]) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

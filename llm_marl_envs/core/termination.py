@@ -1,18 +1,24 @@
 """When an episode ends.
 
 * An agent that says ``<done/>`` is finished: it is *terminated* and leaves ``env.agents``; its last draft stays in
-  the team's output.
-* The episode *terminates* for everyone when every agent has said ``<done/>``, or when a whole turn changed no
-  live agent's draft (the team has converged; from the second turn on).
+  the team's output (a reply that is only ``<done/>`` keeps the draft it had).
+* The episode *terminates* for everyone when the task says the team's output is solved (the coding env: the team's
+  program passes every visible test), when every agent has said ``<done/>``, or when a whole turn changed no live
+  agent's draft (the team has converged; from the second turn on).
 * The episode is *truncated* for everyone still live at ``max_turns``.
 
-The number of turns taken is the task completion time, the latency term of the joint reward.
+The number of turns taken is the task completion time, the latency term of the joint reward: every turn costs
+``w_t``, so at equal final quality a team that ends at turn ``k`` earns ``w_t * (max_turns - k)`` more than one that
+plays out the budget (``core/rewards.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+END_REASONS: tuple[str, ...] = ("solved", "all_done", "converged", "max_turns")
+"""Why an episode ends; MAGRPO mode adds ``"magrpo_threshold"`` (its official early termination)."""
 
 
 @dataclass(frozen=True)
@@ -22,18 +28,27 @@ class TurnOutcome:
     terminated: frozenset[str]
     truncated: frozenset[str]
     reason: str | None
-    """``None`` while the episode goes on, else ``"all_done"``, ``"converged"`` or ``"max_turns"``."""
+    """``None`` while the episode goes on, else one of :data:`END_REASONS`."""
 
 
 def end_of_turn(
-    turn: int, max_turns: int, live: list[str], done: Mapping[str, bool], drafts_changed: bool
+    turn: int,
+    max_turns: int,
+    live: list[str],
+    done: Mapping[str, bool],
+    drafts_changed: bool,
+    solved: bool = False,
 ) -> TurnOutcome:
-    """Decide the end of turn ``turn`` (1-based) for the ``live`` agents that just acted."""
+    """Decide the end of turn ``turn`` (1-based) for the ``live`` agents that just acted; ``solved``: the task's own
+    success check passed on this turn's output."""
+    everyone = frozenset(live)
+    if solved:
+        return TurnOutcome(everyone, frozenset(), "solved")
     said_done = frozenset(a for a in live if done[a])
-    if said_done == frozenset(live):
-        return TurnOutcome(frozenset(live), frozenset(), "all_done")
+    if said_done == everyone:
+        return TurnOutcome(everyone, frozenset(), "all_done")
     if turn >= 2 and not drafts_changed:
-        return TurnOutcome(frozenset(live), frozenset(), "converged")
+        return TurnOutcome(everyone, frozenset(), "converged")
     if turn >= max_turns:
-        return TurnOutcome(said_done, frozenset(live) - said_done, "max_turns")
+        return TurnOutcome(said_done, everyone - said_done, "max_turns")
     return TurnOutcome(said_done, frozenset(), None)

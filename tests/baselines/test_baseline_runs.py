@@ -23,6 +23,7 @@ from baselines.policies.local import LocalModelPolicy
 from baselines.policies.scripted import ScriptedPolicy, extractive_responder
 from llm_marl_envs import rollout
 from llm_marl_envs.core import prompts
+from llm_marl_envs.core.observation import TEAM_DRAFTS_LABEL
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
 SETTINGS = GenerationSettings(temperature=0.7, max_new_tokens=16, seed=0)
@@ -150,7 +151,7 @@ def test_one_round_discussion_draft_then_revise_with_teammates_drafts() -> None:
     assert all("<done/>" not in a for a in (result.actions["concise"][0], result.actions["detailed"][0]))
     assert all("Round 2 of 2" in r.observation for r in second)
     concise_round2 = next(r for r in second if r.agent == "concise")
-    assert "Your teammates' current drafts:" in concise_round2.observation
+    assert TEAM_DRAFTS_LABEL in concise_round2.observation
     assert "draft by detailed" in concise_round2.observation
 
 

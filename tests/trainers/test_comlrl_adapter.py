@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))  # th
 
 from baseline_helpers import tiny_tokenizer
 
+from llm_marl_envs.core.observation import OWN_DRAFT_LABEL
 from llm_marl_envs.registry import make_env
 from trainers.comlrl_adapter import CoMLRLBridge, import_comlrl, magrpo_trainer
 
@@ -246,7 +247,7 @@ def test_two_turns_with_the_default_model_pay_the_envs_rewards(short_tasks: str)
     env = make_env("writing", num_agents=2, similarity="tfidf", dataset=short_tasks, max_turns=2)
     rewards = _check_tree_against_env(tree, env, trainer.tokenizer, seed=1)
     assert len(rewards) == 2 + 2 * 2 and len(set(rewards)) > 1, "all rewards tied: the check could not tell branches"
-    assert all("Your draft so far" in prompt for child in tree["children"] for prompt in child["prompts"])
+    assert all(OWN_DRAFT_LABEL in prompt for child in tree["children"] for prompt in child["prompts"])
     _assert_lora_moved(trainer, before)
 
 

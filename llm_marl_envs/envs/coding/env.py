@@ -190,7 +190,7 @@ from llm_marl_envs.envs.coding.program import (
     syntax_error,
 )
 from llm_marl_envs.envs.coding.quality import code_metrics, describe_tests, weighted_quality
-from llm_marl_envs.envs.coding.roles import CODE_ROLES, HELPER_NAME, coding_team
+from llm_marl_envs.envs.coding.roles import CODE_ROLES, HELPER_NAME, coding_team, reply_prefix
 from llm_marl_envs.envs.coding.tasks import load_coding_tasks
 from llm_marl_envs.sandbox import (
     Executor,
@@ -200,6 +200,9 @@ from llm_marl_envs.sandbox import (
     TestReport,
     shared_executor,
 )
+
+VISIBLE_TESTS_LABEL = "Visible tests of the team's program:"
+"""The feedback line before the visible tests' verdicts (one line per test follows)."""
 
 
 class CodingEnv(CollaborativeTextEnv):
@@ -249,6 +252,13 @@ class CodingEnv(CollaborativeTextEnv):
         self._reviewer_credit = 0.0
         self._reviewer_had_work = False
         return observations, infos
+
+    def reply_prefix(self, agent: str) -> str:
+        """The code fence and first words of ``agent``'s reply (:func:`~llm_marl_envs.envs.coding.roles.reply_prefix`):
+        ``def aux(`` for the helper, the entry point's signature for ``main`` and ``solo``, ``assert ENTRY(`` for the
+        tester; the reviewer's reply is free."""
+        self._require_reset()
+        return reply_prefix(self._known(agent), self.task)
 
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with
@@ -386,6 +396,9 @@ class CodingEnv(CollaborativeTextEnv):
             contributions=contributions,
             details=details,
             private=private,
+            # Every visible test passes: the team's program does what the agents can check, so the episode ends.
+            # Held-out tests still decide quality: special-casing the visible asserts ends early and earns little.
+            solved=bool(visible) and visible_statuses.count("passed") == len(visible),
         )
 
     def close(self) -> None:
@@ -466,9 +479,9 @@ class CodingEnv(CollaborativeTextEnv):
                 lines.append(f"{len(tester_asserts)} asserts found; {passing} pass on the team's program.")
             elif runnable:
                 if visible:
-                    lines.append("Visible tests on the team's program:\n" + describe_tests(visible, visible_statuses))
+                    lines.append(f"{VISIBLE_TESTS_LABEL}\n" + describe_tests(visible, visible_statuses))
                 else:
-                    lines.append("This problem has no visible tests; hidden tests decide the reward.")
+                    lines.append("No visible tests; hidden tests decide the reward.")
             elif program_error:
                 # Where the error is, never what it says: the text could be a teammate's (see the card).
                 lines.append(f"The team's program does not parse ({_error_place(parts, program_error, role)}).")

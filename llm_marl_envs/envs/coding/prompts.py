@@ -1,20 +1,18 @@
-"""The coding env's chat framing: the system prompt and per-role hints around each agent's observation."""
+"""The coding env's chat framing: the system prompt around each agent's observation, and each role's budget."""
 
 from __future__ import annotations
 
-SYSTEM_PROMPT = (
-    "You are a Python programmer in a small team. Answer with one ```python code block that defines the "
-    "function your role asks for; no explanations outside the block."
-)
+SYSTEM_PROMPT = "You write Python in a team."
 
+_CODE_ANSWER = "Answer with one ```python code block."
 ROLE_HINTS: dict[str, str] = {
-    "solo": "You write the whole solution alone: one function, complete and self-contained.",
-    "aux": "Write only the helper function `aux`; the main agent's function will call it.",
-    "main": "Write only the entry-point function; you may call the helper `aux(...)` a teammate writes.",
-    "tester": "Write only `assert` lines that test the entry-point function.",
-    "reviewer": "Write a short review of the likely mistakes, as a <message> to the teammates.",
+    "aux": _CODE_ANSWER,
+    "main": _CODE_ANSWER,
+    "tester": _CODE_ANSWER,
+    "solo": _CODE_ANSWER,
+    "reviewer": "Answer with a short review and a <message> to the authors; write no code.",
 }
-"""Hints beyond the role's instruction in the observation (the instruction stays the authority; hints sharpen form)."""
+"""The answer's form per role, after the system prompt (the instruction, last in the observation, says what)."""
 
 ROLE_NEW_TOKENS: dict[str, int] = {
     # A whole function with a short docstring. SmolLM2-135M restates the signature and often a docstring before the

@@ -1,78 +1,102 @@
 """Coding roles (MAGRPO's helper/main split, plus a tester and a reviewer) and what each sees of the problem.
 
-* ``aux`` writes a helper function named ``aux`` (MAGRPO's auxiliary agent); it sees the problem and a hint of a
-  useful helper when the dataset has one.
-* ``main`` writes the entry-point function, which may call ``aux`` (MAGRPO's main agent); it sees the problem.
-* ``tester`` (3+ agents) writes extra ``assert`` statements against the entry point; it sees the problem.
+* ``aux`` writes a helper function named ``aux`` (MAGRPO's auxiliary agent) with a return, for ``main`` to call;
+* ``main`` writes the entry-point function, which may call ``aux`` and must not define it (MAGRPO's main agent);
+* ``tester`` (3+ agents) writes extra ``assert`` statements against the entry point;
 * ``reviewer`` (4 agents) reads the results of the visible tests on the team's program (its feedback) and sends
-  fixes by message; its draft is a short review.
+  fixes by message; its draft is a short review;
 * ``solo`` (1 agent) writes the whole function: the single-agent baseline and the GRPO case.
 
-The team's program is the prompt's preamble (imports, given helpers), then ``aux``'s code, then ``main``'s.
+Every role sees the problem once: the entry point's docstring as prose, then its code (imports, given helpers, the
+signature line). Where the dataset describes a useful helper (``helper_hint``, e.g. ``aux(word) returns True when
+...``) every team role sees it, so ``main`` learns the helper's signature from the task, as ``aux`` does — never from
+``aux``'s draft; without a hint the two agree by message. The team's program is the prompt's preamble (imports,
+given helpers), then ``aux``'s code, then ``main``'s.
+
+Replies may be started for the model (:func:`reply_prefix`, the env's ``reply_prefixes``): ``aux``'s opens a code
+fence and ``def aux(`` (MAGRPO's format line ``def aux(...):``), ``main``'s and ``solo``'s the entry point's
+signature line, the tester's ``assert ENTRY_POINT(``. A small model then writes the right function instead of
+copying the signature it read.
 """
 
 from __future__ import annotations
+
+import re
 
 from llm_marl_envs.core.roles import Role, team_for
 from llm_marl_envs.core.tasks import Task
 from llm_marl_envs.envs.coding.program import split_prompt
 
 HELPER_NAME = "aux"
+FENCE = "```python\n"
+HELPER_HINT_LABEL = "Helper:"
+"""Before the dataset's description of a useful helper in every team role's view of the problem."""
 
 
 def _problem(task: Task) -> str:
     description, code = split_prompt(task["prompt"], task["entry_point"])
-    if not description:
-        return f"Problem:\n```python\n{code.rstrip()}\n```"
-    return f"Problem: {description}\n\n```python\n{code}\n```"
+    block = f"{FENCE}{code.strip(chr(10))}\n```"
+    return f"{description}\n{block}" if description else block
 
 
-def _aux_view(task: Task) -> str:
+def _team_view(task: Task) -> str:
     hint = task.fields.get("helper_hint")
-    return f"{_problem(task)}\nA helper that would help: {hint}" if hint else _problem(task)
+    return f"{_problem(task)}\n{HELPER_HINT_LABEL} {hint}" if hint else _problem(task)
+
+
+def signature(task: Task) -> str:
+    """The entry point's ``def`` line as the prompt writes it (``def f(x: int) -> int:``), one line."""
+    _, code = split_prompt(task["prompt"], task["entry_point"])
+    pattern = rf"^def\s+{re.escape(task['entry_point'])}\s*\(.*?\)\s*(?:->[^:]*)?:"
+    match = re.search(pattern, code, re.MULTILINE | re.DOTALL)
+    if match is None:
+        return f"def {task['entry_point']}("
+    return " ".join(match.group(0).split()).replace("( ", "(").replace(" )", ")")
 
 
 def _aux_instruction(task: Task) -> str:
-    return (
-        f"Write one helper function named {HELPER_NAME} that {task['entry_point']} can call to do a step of the "
-        f"work. Do not write {task['entry_point']} itself. {_CODE_FORMAT}"
-    )
+    return (f"Write a helper function {HELPER_NAME}, with a return, that {task['entry_point']} can call for one "
+            f"step. Do not write {task['entry_point']}.")
 
 
 def _main_instruction(task: Task) -> str:
-    return (
-        f"Complete the function {task['entry_point']}: write it whole, with its signature. You may call "
-        f"{HELPER_NAME}(...), a helper your teammate writes. {_CODE_FORMAT}"
-    )
+    return (f"Write the function {task['entry_point']} whole. Call {HELPER_NAME}(...), your teammate's helper; do "
+            f"not define {HELPER_NAME}.")
 
 
 def _tester_instruction(task: Task) -> str:
-    return f"Write 3 to 6 assert statements that call {task['entry_point']} and check its result. {_CODE_FORMAT}"
+    return f"Write 3 to 6 assert lines that call {task['entry_point']} and check its result."
 
 
 def _reviewer_instruction(task: Task) -> str:
-    return (
-        "Your feedback shows how the team's program does on the visible tests. Send concrete fixes to aux or main "
-        "in a <message>; your draft is a short review."
-    )
+    return "Send concrete fixes to aux or main in a <message>; your draft is a short review."
 
 
 def _solo_instruction(task: Task) -> str:
-    return f"Complete the function {task['entry_point']}: write it whole, with its signature. {_CODE_FORMAT}"
+    return f"Write the function {task['entry_point']} whole."
 
-
-_CODE_FORMAT = "Answer with one ```python code block."
 
 _ROLES: tuple[Role, ...] = (
-    Role(HELPER_NAME, "Helper author", _aux_instruction, _aux_view),
-    Role("main", "Main author", _main_instruction, _problem),
-    Role("tester", "Tester", _tester_instruction, _problem),
-    Role("reviewer", "Reviewer", _reviewer_instruction, _problem),
+    Role(HELPER_NAME, "Helper author", _aux_instruction, _team_view),
+    Role("main", "Main author", _main_instruction, _team_view),
+    Role("tester", "Tester", _tester_instruction, _team_view),
+    Role("reviewer", "Reviewer", _reviewer_instruction, _team_view),
 )
 _SOLO = Role("solo", "Programmer", _solo_instruction, _problem)
 
 CODE_ROLES: frozenset[str] = frozenset({HELPER_NAME, "main", "tester", "solo"})
 """Roles whose draft is code (the env extracts it from a fence)."""
+
+
+def reply_prefix(role: str, task: Task) -> str:
+    """How ``role``'s reply starts when the env starts it for the model (see the module docstring); ``""``: free."""
+    if role == HELPER_NAME:
+        return f"{FENCE}def {HELPER_NAME}("
+    if role in ("main", "solo"):
+        return f"{FENCE}{signature(task)}"
+    if role == "tester":
+        return f"{FENCE}assert {task['entry_point']}("
+    return ""
 
 
 def coding_team(num_agents: int) -> tuple[Role, ...]:

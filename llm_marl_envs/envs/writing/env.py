@@ -217,7 +217,7 @@ class WritingEnv(CollaborativeTextEnv):
     def __init__(self, config: WritingConfig | None = None, **kwargs: Any) -> None:
         config = WritingConfig.from_arguments(config, **kwargs)
         roles = writing_team(config.task.style, config.team.num_agents)
-        tasks = load_writing_tasks(config.task.dataset, config.task.split_scheme)
+        tasks = load_writing_tasks(config.task.dataset, config.task.split_scheme, config.task.source_words)
         super().__init__(roles, tasks, config, config.task.split)
         if self.reward_mode == "magrpo" and self.max_turns != 1 and self.magrpo_episode.reward_shift >= 0:
             # The official writing app plays one turn; with its shift of 0 every extra turn would add reward.
@@ -279,11 +279,13 @@ class WritingEnv(CollaborativeTextEnv):
         )
 
     def _corpus(self) -> CorpusStats:
-        """Statistics of the env's whole dataset (computed once per process and dataset)."""
+        """Language statistics of the env's whole dataset (computed once per process and dataset): document
+        frequencies and known word pairs of the whole texts, not only their passages (more text, the same language);
+        what a task's parts are scored against is its passage (``_source_stats``)."""
         corpus = _CORPORA.get(self.task_source)
         if corpus is None:
-            ids = self.task_source.ids()[:CORPUS_MAX_DOCUMENTS]
-            corpus = _CORPORA[self.task_source] = CorpusStats(self.task_source.get(i)["source"] for i in ids)
+            tasks = [self.task_source.get(i) for i in self.task_source.ids()[:CORPUS_MAX_DOCUMENTS]]
+            corpus = _CORPORA[self.task_source] = CorpusStats(t.fields.get("article", t["source"]) for t in tasks)
         return corpus
 
     def _source_stats(self) -> _SourceStats:

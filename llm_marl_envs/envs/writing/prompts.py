@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-SYSTEM_PROMPT = (
-    "You are a careful writer in a small writing team. Write only your own part, in plain prose, "
-    "with no preamble such as 'Here is'."
-)
+SYSTEM_PROMPT = "Write only your own part of the team's text, in plain prose, with no preamble."
 
 ROLE_HINTS: dict[str, str] = {
     "solo": "You write the whole piece alone: cover every part the task asks for.",
@@ -14,14 +11,14 @@ ROLE_HINTS: dict[str, str] = {
 
 ROLE_NEW_TOKENS: dict[str, int] = {
     # About 1.3 tokens a word: each part's word range (roles.PART_SPECS) plus room to finish the sentence.
-    "concise": 64,
-    "detailed": 128,
-    "key_points": 128,
-    "headline": 32,
-    "background": 192,
-    "method": 192,
-    "limitations": 128,
-    "title": 32,
-    "solo": 192,
+    "concise": 48,
+    "detailed": 96,
+    "key_points": 80,
+    "headline": 24,
+    "background": 128,
+    "method": 128,
+    "limitations": 80,
+    "title": 24,
+    "solo": 144,
 }
 """New tokens per role (the env's ``suggested_max_new_tokens``)."""

@@ -8,7 +8,8 @@ Two styles follow MAGRPO's writing tasks (Liu et al., 2025):
   written from the abstract; 3 agents add limitations, 4 a title.
 
 One agent (``"solo"``) writes the whole piece: the single-agent baseline and the GRPO case.
-Every role sees the whole source; what teammates write is private (see ``observability``).
+Every role sees the whole passage (the text's lead, see ``tasks.py``); what teammates write is private (see
+``observability``).
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ _TLDR_ROLES: tuple[Role, ...] = (
     _role(
         "concise",
         "Concise summary",
-        "Write a TL;DR of the text above in your own words: one or two sentences, 15-40 words.",
+        "Write a TL;DR of the text above in your own words: one sentence of 10-30 words.",
     ),
     _role(
         "detailed",
         "Detailed summary",
-        "Write a detailed summary of the text above in your own words: one paragraph of 60-150 words covering "
-        "who, what, when, where and why.",
+        "Write a detailed summary of the text above in your own words: one paragraph of 30-70 words on who, what, "
+        "when, where and why.",
     ),
     _role(
         "key_points",
@@ -63,8 +64,7 @@ _TLDR_ROLES: tuple[Role, ...] = (
 _TLDR_SOLO = _role(
     "solo",
     "Summary writer",
-    "Summarise the text above in your own words: a TL;DR sentence (15-40 words), then a detailed paragraph "
-    "(60-150 words).",
+    "Summarise the text above in your own words: a TL;DR sentence (10-30 words), then a paragraph (30-70 words).",
 )
 
 _ARXIV_ROLES: tuple[Role, ...] = (
@@ -72,46 +72,48 @@ _ARXIV_ROLES: tuple[Role, ...] = (
         "background",
         "Background and motivation",
         "Write the first paragraph of the paper's introduction: the background and why the problem matters, "
-        "60-150 words.",
+        "40-90 words.",
     ),
     _role(
         "method",
         "Method and implications",
-        "Write the second paragraph of the introduction: what the paper does and what it implies, 60-150 words.",
+        "Write the second paragraph of the introduction: what the paper does and what it implies, 40-90 words.",
     ),
     _role(
         "limitations",
         "Limitations",
-        "Write a short paragraph on the work's limitations and open questions, 30-90 words.",
+        "Write a short paragraph on the work's limitations and open questions, 20-60 words.",
     ),
     _role("title", "Title", "Write a title for the paper: one line of at most 15 words."),
 )
 _ARXIV_SOLO = _role(
     "solo",
     "Introduction writer",
-    "Write the paper's introduction alone: background and motivation, then method and implications, 120-300 words.",
+    "Write the paper's introduction alone: background and motivation, then method and implications, 80-180 words.",
 )
 
 PART_SPECS: dict[str, dict[str, PartSpec]] = {
+    # Sized for a passage of about 90 words (the text's lead, tasks.SOURCE_WORDS): a one-sentence TL;DR, a paragraph
+    # that restates the lead in fewer words, a few key facts, a headline.
     "tldr": {
-        "concise": PartSpec(15, 40),
-        "detailed": PartSpec(60, 150),
-        "key_points": PartSpec(15, 90, "bullets"),
+        "concise": PartSpec(10, 30),
+        "detailed": PartSpec(30, 70),
+        "key_points": PartSpec(12, 50, "bullets"),
         "headline": PartSpec(3, 12, "one_line"),
-        "solo": PartSpec(75, 190),
+        "solo": PartSpec(40, 100),
     },
     "arxiv": {
-        "background": PartSpec(60, 150),
-        "method": PartSpec(60, 150),
-        "limitations": PartSpec(30, 90),
+        "background": PartSpec(40, 90),
+        "method": PartSpec(40, 90),
+        "limitations": PartSpec(20, 60),
         "title": PartSpec(3, 15, "one_line"),
-        "solo": PartSpec(120, 300),
+        "solo": PartSpec(80, 180),
     },
 }
 
 LENGTH_RATIO_BOUNDS: dict[str, tuple[str, str, float, float]] = {
     # style: (shorter role, longer role, min ratio, max ratio) of word counts longer/shorter.
-    "tldr": ("concise", "detailed", 2.0, 6.0),
+    "tldr": ("concise", "detailed", 1.5, 5.0),
     "arxiv": ("background", "method", 0.67, 1.5),
 }
 

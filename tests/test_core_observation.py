@@ -1,0 +1,158 @@
+"""What an observation holds (the task once, the agent's own draft once, feedback, messages, the cue last), the
+offer to end from the second turn on, the replies the coding env starts for the model, and the writing passage."""
+
+from __future__ import annotations
+
+import pytest
+from envs_helpers import ARTICLE_ACTIONS, coding_env, writing_env
+
+from llm_marl_envs.core.observation import DONE_OFFER, FEEDBACK_LABEL, OWN_DRAFT_LABEL, PROTOCOL_HELP
+from llm_marl_envs.envs.coding.roles import FENCE
+from llm_marl_envs.envs.writing.tasks import SOURCE_WORDS, lead, load_writing_tasks
+
+NEWS_TASK = "news/000"
+CODE_TASK = "HumanEval/0"  # has_close_elements(numbers: List[float], threshold: float) -> bool
+AUX = "```python\ndef aux(a, b):\n    return abs(a - b)\n```"
+MAIN_WRONG = "```python\ndef has_close_elements(numbers, threshold):\n    return False\n```"
+
+
+def test_a_writing_observation_holds_each_thing_once_and_the_cue_last() -> None:
+    env = writing_env(num_agents=2)
+    obs, _ = env.reset(seed=0, options={"task_id": NEWS_TASK})
+    source = env.task["source"]
+    first = obs["concise"]
+    assert first.count(source) == 1 and first.startswith("Source text:\n")
+    assert first.endswith(env.roles["concise"].instruction_for(env.task))  # the instruction is the last line
+    assert PROTOCOL_HELP in first and DONE_OFFER not in first  # nothing to end before a first draft
+    assert OWN_DRAFT_LABEL not in first and FEEDBACK_LABEL not in first  # empty sections are left out
+
+    draft = ARTICLE_ACTIONS["concise"]
+    obs, *_ = env.step({"concise": draft, "detailed": ARTICLE_ACTIONS["detailed"] + "<message>I cover who.</message>"})
+    second = obs["concise"]
+    assert second.count(source) == 1 and second.count(draft) == 1
+    assert f"{FEEDBACK_LABEL}\nLength: " in second and "From detailed: I cover who." in second
+    assert ARTICLE_ACTIONS["detailed"] not in second  # a teammate's draft stays private
+    assert second.endswith(DONE_OFFER) and "Turn 2 of 3" in second  # the offer to end comes last, from turn 2
+
+
+def test_a_reply_of_only_done_keeps_the_draft_and_finishes_the_agent() -> None:
+    env = writing_env(num_agents=2, max_turns=4)
+    env.reset(seed=0, options={"task_id": NEWS_TASK})
+    env.step({"concise": ARTICLE_ACTIONS["concise"], "detailed": ARTICLE_ACTIONS["detailed"]})
+    _, _, term, _, infos = env.step({"concise": "<done/>", "detailed": ARTICLE_ACTIONS["detailed"] + " Crews fought."})
+    assert env.state()["drafts"]["concise"] == ARTICLE_ACTIONS["concise"]
+    assert term == {"concise": True, "detailed": False} and not infos["concise"]["action"]["problems"]
+    _, _, term, _, infos = env.step({"detailed": "<done/>"})
+    assert term == {"detailed": True} and infos["detailed"]["end_reason"] == "all_done"
+    assert infos["detailed"]["reward_components"]["turns"] == 3  # one turn before the budget of 4
+
+
+def test_ending_early_pays_the_turns_it_saves() -> None:
+    """At equal final drafts, a team that ends at turn k earns w_t per turn it did not play: the return telescopes to
+    the final score minus w_t per turn, so the MAGRPO tree's branches that end early are ranked above the others."""
+    returns = {}
+    for end_turn in (1, 2, 4):
+        env = writing_env(num_agents=2, max_turns=4)
+        env.reset(seed=0, options={"task_id": NEWS_TASK})
+        parts = {"concise": ARTICLE_ACTIONS["concise"], "detailed": ARTICLE_ACTIONS["detailed"]}
+        for turn in range(1, end_turn + 1):
+            revision = {a: f"{text} (v{turn})" if turn < end_turn else text for a, text in parts.items()}
+            done = "<done/>" if turn == end_turn < 4 else ""
+            env.step({a: revision[a] + done for a in env.agents})
+        assert not env.agents and env.state()["drafts"] == parts
+        returns[end_turn] = env.state()["team_return"]
+    turn_cost = env.reward_weights.turn
+    assert returns[1] - returns[4] == pytest.approx(3 * turn_cost)
+    assert returns[2] - returns[4] == pytest.approx(2 * turn_cost)
+
+
+def test_coding_episode_ends_solved_when_every_visible_test_passes() -> None:
+    correct = ("```python\ndef has_close_elements(numbers, threshold):\n    return any(aux(a, b) < threshold "
+               "for i, a in enumerate(numbers) for b in numbers[i + 1:])\n```")
+    env = coding_env(num_agents=2, max_turns=4)
+    env.reset(seed=0, options={"task_id": CODE_TASK})
+    _, _, term, trunc, infos = env.step({"aux": AUX, "main": MAIN_WRONG})
+    assert not any(term.values()) and infos["main"]["end_reason"] is None
+    _, _, term, trunc, infos = env.step({"aux": AUX, "main": correct})
+    assert all(term.values()) and not any(trunc.values()) and env.agents == []
+    assert infos["main"]["end_reason"] == "solved" and infos["main"]["details"]["tests"]["held_out_passed"] >= 1
+    # MAGRPO mode keeps the official episode: passing the visible tests does not end it.
+    magrpo = coding_env(num_agents=2, reward_mode="magrpo")
+    magrpo.reset(seed=0, options={"task_id": CODE_TASK})
+    magrpo.step({"aux": AUX, "main": correct})
+    assert magrpo.agents == ["aux", "main"]
+
+
+def test_a_task_without_visible_tests_is_never_solved_by_its_visible_tests(tmp_path) -> None:
+    path = tmp_path / "one_test.jsonl"
+    path.write_text('{"task_id": "t/0", "prompt": "def f(x):\\n    \\"\\"\\"Return x.\\"\\"\\"\\n", '
+                    '"entry_point": "f", "tests": ["assert f(1) == 1"]}\n', encoding="utf-8")
+    env = coding_env(num_agents=1, dataset=str(path))
+    env.reset(seed=0)
+    _, _, term, _, infos = env.step({"solo": "```python\ndef f(x):\n    return x\n```"})
+    assert infos["solo"]["details"]["tests"]["visible_total"] == 0
+    assert infos["solo"]["end_reason"] is None and not any(term.values())
+
+
+def test_the_coding_env_starts_code_replies_and_reads_them_with_or_without_the_start() -> None:
+    env = coding_env(num_agents=4)
+    obs, _ = env.reset(seed=0, options={"task_id": CODE_TASK})
+    chats = {agent: env.chat_messages(agent) for agent in env.agents}
+    starts = {agent: chat[-1]["content"] for agent, chat in chats.items() if chat[-1]["role"] == "assistant"}
+    signature = "def has_close_elements(numbers: List[float], threshold: float) -> bool:"
+    assert starts == {"aux": f"{FENCE}def aux(", "main": f"{FENCE}{signature}",
+                      "tester": f"{FENCE}assert has_close_elements("}
+    assert [m["role"] for m in chats["reviewer"]] == ["system", "user"]
+    assert all(chat[1]["content"] == obs[agent] for agent, chat in chats.items())  # the observation stays plain
+    assert all(FENCE not in obs[agent][-200:] for agent in env.agents)  # no reply start in any observation
+
+    # A policy returns the start plus what the model wrote; another policy writes the whole reply itself.
+    continued = {"aux": starts["aux"] + "a, b):\n    return abs(a - b)\n```",
+                 "main": starts["main"] + "\n    return False\n```", "tester": starts["tester"] + "[1.0], 0.5)\n```",
+                 "reviewer": "Looks fine."}
+    whole = {"aux": AUX, "main": MAIN_WRONG.replace("(numbers, threshold)", "(numbers: List[float], threshold: "
+                                                     "float) -> bool"),
+             "tester": "```python\nassert has_close_elements([1.0], 0.5)\n```", "reviewer": "Looks fine."}
+    env.step(continued)
+    drafts_from_starts = env.state()["drafts"]
+    env.reset(seed=0, options={"task_id": CODE_TASK})
+    env.step(whole)
+    assert env.state()["drafts"] == drafts_from_starts
+
+    plain = coding_env(num_agents=2, reply_prefixes=False)
+    plain.reset(seed=0, options={"task_id": CODE_TASK})
+    assert all([m["role"] for m in plain.chat_messages(a)] == ["system", "user"] for a in plain.agents)
+    writing = writing_env(num_agents=2)
+    writing.reset(seed=0)
+    assert all(len(writing.chat_messages(a)) == 2 for a in writing.agents)  # prose is never started
+    with pytest.raises(TypeError, match="reply_prefixes: expected bool, got str"):
+        coding_env(reply_prefixes="no")
+
+
+def test_main_learns_the_helper_from_the_task_never_from_aux() -> None:
+    env = coding_env(num_agents=2, dataset="decomposable")
+    obs, _ = env.reset(seed=0, options={"task_id": "LME/0"})
+    hint = env.task["helper_hint"]
+    assert hint.startswith("aux(word)") and all(hint in obs[agent] for agent in ("aux", "main"))
+    secret = "def aux(word, unusual_name_7):\n    return word"
+    obs, *_ = env.step({"aux": f"```python\n{secret}\n```", "main": MAIN_WRONG})
+    assert "unusual_name_7" in obs["aux"] and "unusual_name_7" not in obs["main"]
+
+
+def test_the_writing_passage_is_the_lead_in_whole_sentences() -> None:
+    text = "First sentence has five words. Second one is here too. Third sentence ends it all now."
+    assert lead(text, 10) == "First sentence has five words. Second one is here too."
+    assert lead(text, 3) == "First sentence has five words."  # at least the first sentence
+    assert lead(text, None) == text
+    prices = "Prices rose 1.75 per cent. Mr Smith said so."
+    assert lead(prices, 9) == prices and lead(prices, 8) == "Prices rose 1.75 per cent."  # "1.75" ends nothing
+    news = load_writing_tasks("news")
+    task = news.get(NEWS_TASK)
+    assert task["article"].startswith(task["source"][:80]) and len(task["source"].split()) <= SOURCE_WORDS
+    whole = load_writing_tasks("news", source_words=None).get(NEWS_TASK)
+    assert whole["source"] == task["article"]
+    env = writing_env(source_words=60)
+    env.reset(seed=0, options={"task_id": NEWS_TASK})
+    assert len(env.task["source"].split()) <= 60 and env.state()["config"]["task"]["source_words"] == 60
+    with pytest.raises(ValueError, match="source_words: expected >= 10, got 0"):
+        writing_env(source_words=0)
