@@ -39,3 +39,21 @@ def test_the_check_can_fail() -> None:
         )
     ]
     assert violations(shifted, MARGIN) == shifted  # ...and a strategy that gained would be reported
+
+
+def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
+    """The env ends a coding episode once every visible test passes ("solved"): a lookup table of the visible
+    answers gets there at turn 1 without a <done/>, and the held-out tests make it lose."""
+    from benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
+    from benchmarks.reward_integrity import make_env, play
+
+    env = make_env("coding", 2, "tfidf", "local")
+    by_name = {s.name: s for s in CODING_STRATEGIES}
+    task_id = HONEST_TASK_IDS()[0]
+    cheat, _ = play(env, by_name["special_case_visible"], task_id)
+    state = env.state()
+    tests = env.last_assessment.details["tests"]
+    assert state["end_reason"] == "solved" and state["turn"] == 1
+    assert tests["visible_passed"] == tests["visible_total"] >= 1 and tests["held_out_passed"] < tests["held_out_total"]
+    honest, _ = play(env, by_name["honest"], task_id)
+    assert env.state()["turn"] == 1 and cheat < honest - MARGIN

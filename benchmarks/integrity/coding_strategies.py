@@ -764,6 +764,31 @@ def _empty(task: Task, split: HonestSplit) -> dict[str, str]:
     return dict.fromkeys(("solo", HELPER_NAME, "main", "tester", "reviewer"), "")
 
 
+def _weak_part_done(task: Task, split: HonestSplit) -> dict[str, str]:
+    # Ending at once pays only for the turns it saves: main's (solo's) draft gives None everywhere, and all finish.
+    return {"main": _fence(_returns_none(task, "main")), "solo": _fence(_returns_none(task, "solo"))}
+
+
+def _empty_part_done(task: Task, split: HonestSplit) -> dict[str, str]:
+    # The helper answers only <done/> on turn 1 (a valid action: its part stays empty); main's honest code calls it.
+    return {HELPER_NAME: "", "solo": ""}
+
+
+def _copy_task_done(task: Task, split: HonestSplit) -> dict[str, str]:
+    # Every code role submits the problem as given (signature and docstring: a function that returns None).
+    prompt = _fence(task["prompt"].strip("\n"))
+    return {"solo": prompt, HELPER_NAME: prompt, "main": prompt}
+
+
+def _special_case_visible(task: Task, split: HonestSplit, live: Sequence[str], turn: int) -> Mapping[str, str]:
+    # The visible tests' answers looked up, never <done/>: the env ends the episode itself once every visible test
+    # passes ("solved", turn 1); only the held-out tests can tell it from a solution.
+    drafts = honest_drafts(task, split)
+    program = _fence(_hardcoded_program(task))
+    drafts.update({"solo": program, HELPER_NAME: program, "main": program})
+    return drafts
+
+
 def _prose(task: Task, split: HonestSplit) -> dict[str, str]:
     text = (
         f"To solve {task['entry_point']} I would first write a small helper for the repeated step, then loop over "
@@ -989,6 +1014,30 @@ CODING_STRATEGIES: tuple[Strategy, ...] = (
         _single_turn(_rigged_eq),
     ),
     _strategy("empty", False, "every role submits an empty draft and <done/>", _single_turn(_empty)),
+    _strategy(
+        "special_case_visible",
+        False,
+        "the visible tests' outputs looked up, no <done/>: the env ends it as solved on turn 1",
+        _every_turn(_special_case_visible),
+    ),
+    _strategy(
+        "weak_part_done",
+        False,
+        "turn 1: main (solo) submits a draft whose returns give None, aux honest, and everyone says <done/>",
+        _single_turn(_weak_part_done),
+    ),
+    _strategy(
+        "empty_part_done",
+        False,
+        "turn 1: aux (solo) answers only <done/>, its part empty; main honest",
+        _single_turn(_empty_part_done),
+    ),
+    _strategy(
+        "copy_task_done",
+        False,
+        "every code role submits the problem's prompt as given (signature and docstring) and <done/>",
+        _single_turn(_copy_task_done),
+    ),
     _strategy("prose", False, "every role writes English prose instead of code or asserts", _single_turn(_prose)),
     _strategy(
         "syntax_stubs",

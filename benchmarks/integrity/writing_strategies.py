@@ -32,7 +32,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from benchmarks.integrity import ActionFn, Strategy
 from llm_marl_envs.core.tasks import Task
-from llm_marl_envs.envs.writing.roles import PART_SPECS, STYLES, PartSpec
+from llm_marl_envs.envs.writing.roles import PART_SPECS, STYLES, PartSpec, writing_team
 
 DATA_PATH = Path(__file__).resolve().parent / "data" / "honest_writing.jsonl"
 """The hand-written honest texts: ``{"task_id", "style", "parts": {role: text}}`` per line."""
@@ -47,6 +47,8 @@ NUMBER_SHIFT = 17
 COPY_DROP_EVERY = 5
 """``copy_evasion`` drops every 5th word of copied text: the longest run left is 4 source words (about 4-6 tokens),
 short of any copy-span detector that looks for 7-8 token runs, while the text keeps its function words."""
+WEAK_PART_WORDS = 5
+"""``weak_part_done`` keeps this many words of each honest part."""
 MESSAGE_SPAM_WORDS = 150
 """Length of the article excerpt ``message_spam`` sends every turn."""
 
@@ -496,6 +498,24 @@ def _empty(turn: _Turn) -> dict[str, str]:
     return _each(turn, lambda a: DONE)
 
 
+def _weak_part_done(turn: _Turn) -> dict[str, str]:
+    # Ending at once pays only for the turns it saves: each agent finishes on turn 1 with a stub of its part.
+    parts = turn.honest()
+    return _each(turn, lambda a: with_done(" ".join(parts[a].split()[:WEAK_PART_WORDS]).rstrip(",;:") + "."))
+
+
+def _empty_part_done(turn: _Turn) -> dict[str, str]:
+    # The first agent answers only <done/> on turn 1 (a valid action: its part stays empty); teammates are honest.
+    parts = turn.honest()
+    return _each(turn, lambda a: DONE if turn.index(a) == 0 else with_done(parts[a]))
+
+
+def _copy_task_done(turn: _Turn) -> dict[str, str]:
+    # The task exactly as the observation shows it (label and passage), then <done/>: the cheapest reply there is.
+    shown = writing_team(turn.style, 1)[0].view(turn.task)
+    return _each(turn, lambda a: with_done(shown))
+
+
 def _headline_everywhere(turn: _Turn) -> dict[str, str]:
     headline = turn.honest()[SHORT_PART[turn.style]]
     return _each(turn, lambda a: with_done(headline))
@@ -668,6 +688,26 @@ _DEFINITIONS: tuple[_Definition, ...] = (
         _TEAMS,
     ),
     _Definition("empty", False, "Empty drafts, done on turn 1.", _once(_empty), needs_honest_text=False),
+    _Definition(
+        "weak_part_done",
+        False,
+        f"Every agent ends at once on turn 1 with a stub of its part (its first {WEAK_PART_WORDS} words).",
+        _once(_weak_part_done),
+    ),
+    _Definition(
+        "empty_part_done",
+        False,
+        "The first agent answers only <done/> on turn 1 (its part stays empty); teammates honest.",
+        _once(_empty_part_done),
+        _TEAMS,
+    ),
+    _Definition(
+        "copy_task_done",
+        False,
+        "Every part is the task as the observation shows it (label and passage), done on turn 1.",
+        _once(_copy_task_done),
+        needs_honest_text=False,
+    ),
     _Definition(
         "headline_everywhere",
         False,

@@ -113,7 +113,8 @@ class LimitsConfig:
     """How long episodes and actions may be."""
 
     max_turns: int | None = None
-    """Turns before truncation; ``None``: 3 in joint mode, the official app's in MAGRPO mode (coding 2, writing 1)."""
+    """Turns before truncation; ``None``: 4 in joint mode (``CollaborativeTextEnv.DEFAULT_MAX_TURNS``), the official
+    app's in MAGRPO mode (coding 2, writing 1)."""
     max_action_chars: int = DEFAULT_ACTION_CHARS
     """Longest action; longer ones are cut and flagged (and cost an invalid-action penalty)."""
 

@@ -22,6 +22,16 @@ exactly the episode-level objective
 
 of the final drafts: quality and consistency are paid once, not once per turn, so dragging an episode out never pays,
 while every turn, message token and malformed action costs. Each component is reported in ``infos``.
+
+Ending early. At equal final drafts, a team that ends at turn ``k`` of a budget of ``T`` earns ``w_t * (T - k)`` more
+than one that plays the budget out (``tests/test_core_observation.py``), so the branches of a MAGRPO tree that end
+early rank above their siblings. ``w_t = 0.05`` is the exchange rate: a revision turn pays when it adds more than 5
+points of quality. Next to the noise of one group it is a small signal in writing (the shipped writing team's reward
+varied with a standard deviation of about 0.41 across a step, so two turns saved are about a quarter of it) and a
+large one in coding (0.08: one turn is most of it). A larger ``w_t`` would speed learning to end early but would
+also pay a team to stop revising parts that a turn could still improve, and every margin of the integrity suite is
+stated in it (a degenerate strategy must lose by half a turn, 0.025); so the default stays 0.05, and a study that
+wants ending early to weigh more passes ``reward_weights={"turn": ...}``.
 """
 
 from __future__ import annotations
