@@ -219,6 +219,67 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     torch.testing.assert_close(gradients[0], gradients[1], atol=1e-6, rtol=1e-5)
 
 
+def _scored(team: TeamModel, records: list[Generation], agents: list[str], **kwargs: Any) -> tuple[torch.Tensor, ...]:
+    """Log-probabilities, entropies and every adapter's gradient of one forward/backward (fresh gradients)."""
+    for agent in team.agents:
+        for parameter in team.adapter_parameters(agent):
+            parameter.grad = None
+    team.train()
+    scored = team.forward_logprobs(records, agents, entropies=True, **kwargs)
+    assert scored.entropies is not None
+    (scored.per_token_logps.sum() + 0.1 * scored.entropies.sum()).backward()
+    gradients = torch.cat([p.grad.flatten() for a in team.agents for p in team.adapter_parameters(a)])
+    return scored.per_token_logps.detach(), scored.entropies.detach(), gradients
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_shared_prefix_update_equals_the_repeated_path(scheme: str) -> None:
+    """Each (agent, prompt) read once, its completions on top of its cache: the log-probabilities, entropies and
+    adapter gradients of reading every row whole (fp32)."""
+    team = make_team(scheme)
+    records = flat(team.generate(REQUESTS, SAMPLED, samples_per_request=3))  # groups: 3 rows per prompt
+    agents = [r.agent for r in REQUESTS for _ in range(3)]
+    results = {}
+    for shared in (True, False):
+        team.share_prefix = shared
+        results[shared] = _scored(team, records, agents, temperature=0.9)
+    for mine, theirs in zip(results[True], results[False], strict=True):
+        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+    assert results[True][2].abs().sum() > 0
+    with torch.no_grad():
+        team.share_prefix = True
+        shared_reference = team.forward_logprobs(records, agents, reference=True).per_token_logps
+        team.share_prefix = False
+        repeated_reference = team.forward_logprobs(records, agents, reference=True).per_token_logps
+    torch.testing.assert_close(shared_reference, repeated_reference, atol=1e-5, rtol=0)
+
+
+def test_shared_prefix_sampling_gives_generates_samples() -> None:
+    """With the same seed and rows, one prefill per (agent, prompt) + the static-cache decode draws the tokens the
+    reference path's ``generate`` draws, each row under its own agent's adapter."""
+    team = make_team()
+    outputs = {}
+    for shared in (True, False):
+        team.share_prefix = shared
+        outputs[shared] = flat(team.generate(REQUESTS, SAMPLED, samples_per_request=4))
+    assert [r.completion_ids for r in outputs[True]] == [r.completion_ids for r in outputs[False]]
+    assert [r.text for r in outputs[True]] == [r.text for r in outputs[False]]
+    for mine, theirs in zip(outputs[True], outputs[False], strict=True):
+        assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-5)
+        assert mine.finish_reason == theirs.finish_reason
+
+
+def test_a_reply_prefix_is_continued_and_starts_the_text() -> None:
+    team = make_team()
+    prefix = "```python\ndef aux("
+    request = ChatRequest(0, "concise", 1, (*chat("Write aux."), {"role": "assistant", "content": prefix}))
+    for record in team.generate([request], SAMPLED, samples_per_request=2)[0]:
+        decoded = team.tokenizer_of("concise").decode(list(record.completion_ids), skip_special_tokens=True)
+        assert record.text == (prefix + decoded).strip()
+    (prompt,) = team.prompt_ids([request])
+    assert team.tokenizer_of("concise").decode(prompt).endswith(prefix)
+
+
 def test_samples_differ_under_sampling_and_reproduce_with_the_same_seed() -> None:
     team = make_team()
     request = [REQUESTS[0]]

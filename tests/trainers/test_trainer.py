@@ -388,8 +388,11 @@ def test_gradient_checkpointing_changes_memory_not_the_update(tmp_path: Path) ->
     """Recomputing activations in the backward pass gives the same step as keeping them."""
     after = []
     for checkpointing in (False, True):
+        # Both read every row whole: checkpointing turns the shared-prefix update off (one routing per recompute),
+        # and this compares checkpointing alone (the shared path's equivalence has its own test).
         config = _config(tmp_path / str(checkpointing), steps=1, envs_per_step=1, num_generations=4,
-                         gradient_checkpointing=checkpointing, micro_batch_size=2, report_to="none")
+                         gradient_checkpointing=checkpointing, micro_batch_size=2, report_to="none",
+                         share_prefix=False)
         trainer = _trainer(config)
         assert trainer.team._groups[0].model.is_gradient_checkpointing is checkpointing
         before = _adapter_state(trainer)
@@ -399,6 +402,33 @@ def test_gradient_checkpointing_changes_memory_not_the_update(tmp_path: Path) ->
     for agent in after[0]:
         for x, y in zip(after[0][agent], after[1][agent], strict=True):
             assert torch.allclose(x, y, atol=1e-6, rtol=1e-4)
+
+
+def test_reading_each_prompt_once_gives_the_same_step(tmp_path: Path) -> None:
+    """``share_prefix`` on and off: the same samples (same seed), rewards, loss and adapters after the step, and the
+    row says how many prompt tokens were read per completion and per distinct prompt."""
+    results = []
+    for shared in (True, False):
+        config = _config(tmp_path / str(shared), steps=1, envs_per_step=2, num_generations=4, micro_batch_size=4,
+                         share_prefix=shared, report_to="none")
+        trainer = _trainer(config)
+        assert trainer.team.share_prefix is shared
+        before = _adapter_state(trainer)
+        row = trainer.training_step()
+        results.append((row, before, _adapter_state(trainer)))
+    (shared_row, shared_before, shared_after), (row, before, after) = results
+    assert _same(shared_before, before)
+    for key in ("reward", "completion_tokens", "prompt_tokens", "distinct_prompt_tokens"):
+        assert shared_row[key] == row[key]
+    assert shared_row["loss"] == pytest.approx(row["loss"], rel=1e-5, abs=1e-7)
+    # Each prompt is sampled G = 4 times at its node (and identical prompts of sibling nodes count once).
+    assert shared_row["prompt_tokens"] >= 4 * shared_row["distinct_prompt_tokens"] > 0
+    assert not _same(before, after)
+    # The gradients agree to float rounding (tests/trainers/test_generation.py); AdamW's first step moves each weight
+    # by about lr · g / (|g| + eps), which magnifies rounding where |g| is near eps, hence 1e-4 here (lr is 2e-2).
+    for agent in after:
+        for x, y in zip(shared_after[agent], after[agent], strict=True):
+            assert torch.allclose(x, y, atol=1e-4, rtol=0)
 
 
 def test_a_bfloat16_base_trains_float32_adapters(tmp_path: Path, model_dir: Path) -> None:

@@ -1,0 +1,152 @@
+"""The shared-prefix sampler (``baselines/decoding.py``) against transformers' ``generate`` and against itself.
+
+On the tiny random-weight Llama of the baseline tests (fp32, CPU): with the same seed and the same rows, the sampler
+must draw exactly the tokens ``generate`` draws (sampled, greedy, with a minimum length), record the raw-logit
+log-probabilities ``generate``'s logits give, and give the same samples whether each prompt is prefilled once or once
+per row, with a static or a dynamic cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from baseline_helpers import tiny_model
+
+from baselines.decoding import left_pad, sample_rows
+from baselines.models import LoadedModel
+from baselines.policies.base import ActionRequest, GenerationSettings
+from baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
+
+STOP, PAD = [2], 0
+
+
+def prompts_of(loaded: LoadedModel) -> list[list[int]]:
+    tokenizer = loaded.tokenizer
+    chats = [[{"role": "user", "content": "Summarize the text."}],
+             [{"role": "user", "content": "def add(a, b): write it, then explain it in more words " * 2}],
+             [{"role": "user", "content": "Hi"}]]
+    return [tokenizer(render_chat(tokenizer, chat), add_special_tokens=False)["input_ids"] for chat in chats]
+
+
+def generate_reference(loaded: LoadedModel, prompts: list[list[int]], rows: list[int], *, temperature: float,
+                       top_p: float, new: int, min_new: int = 0) -> tuple[list[list[int]], list[list[float]]]:
+    """``model.generate`` over every row (left-padded), cut after the first stop token, with raw-logit logprobs."""
+    ids, mask = left_pad([prompts[i] for i in rows], PAD)
+    sampling: dict[str, Any] = {"do_sample": False}
+    if temperature:
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p}
+    with torch.inference_mode():
+        out = loaded.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=min_new,
+                                    pad_token_id=PAD, eos_token_id=STOP, return_dict_in_generate=True,
+                                    output_logits=True, **sampling)
+    new_tokens = out.sequences[:, ids.shape[1]:]
+    logps = torch.stack([torch.log_softmax(step.float(), -1).gather(1, new_tokens[:, t:t + 1]).squeeze(1)
+                         for t, step in enumerate(out.logits)], dim=1)
+    tokens, kept = [], []
+    for r, row in enumerate(new_tokens.tolist()):
+        length = row.index(STOP[0]) + 1 if STOP[0] in row else len(row)
+        tokens.append(row[:length])
+        kept.append(logps[r, :length].tolist())
+    return tokens, kept
+
+
+@pytest.fixture(scope="module")
+def loaded() -> LoadedModel:
+    return tiny_model(eos_bias=1.5)  # rows end at different steps
+
+
+@pytest.mark.parametrize(("temperature", "top_p", "min_new"), [(0.7, 0.8, 0), (1.0, 1.0, 6), (0.0, 1.0, 0)])
+def test_samples_equal_generate_for_the_same_seed_and_rows(loaded: LoadedModel, temperature: float, top_p: float,
+                                                           min_new: int) -> None:
+    prompts = prompts_of(loaded)
+    rows = [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    torch.manual_seed(11)
+    ours = sample_rows(loaded.model, prompts, rows, temperature=temperature, top_p=top_p, max_new_tokens=12,
+                       min_new_tokens=min_new, stop_ids=STOP, pad_id=PAD)
+    torch.manual_seed(11)
+    tokens, logprobs = generate_reference(loaded, prompts, rows, temperature=temperature, top_p=top_p, new=12,
+                                          min_new=min_new)
+    assert ours.tokens == tokens
+    assert ours.stopped == [row[-1] == STOP[0] for row in tokens]
+    assert ours.logprobs is not None
+    for mine, theirs in zip(ours.logprobs, logprobs, strict=True):
+        assert mine == pytest.approx(theirs, abs=1e-5)
+    assert all(len(row) >= min_new for row in ours.tokens)
+    if temperature:  # sampling does vary between the samples of one prompt
+        assert len({tuple(t) for t in ours.tokens[:3]}) > 1
+
+
+@pytest.mark.parametrize("cache", ["static", "dynamic"])
+def test_shared_prefill_gives_the_repeated_paths_samples(loaded: LoadedModel, cache: str) -> None:
+    prompts = prompts_of(loaded)
+    rows = [2, 0, 1, 0, 2, 1, 1]  # any order, any multiplicity
+    results = []
+    for share in (True, False):
+        torch.manual_seed(5)
+        results.append(sample_rows(loaded.model, prompts, rows, temperature=0.9, top_p=0.95, max_new_tokens=10,
+                                   stop_ids=STOP, pad_id=PAD, share_prefix=share, cache=cache))
+    assert results[0].tokens == results[1].tokens
+    for a, b in zip(results[0].logprobs or [], results[1].logprobs or [], strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_next_token_logits_of_a_copied_cache_equal_the_full_forward(loaded: LoadedModel) -> None:
+    """The quantity sharing changes: logits after a prompt's cache copied to G rows vs each row's own forward."""
+    from transformers import DynamicCache
+
+    model = loaded.model
+    prompts = prompts_of(loaded)
+    rows = torch.tensor([0, 0, 1, 1, 2])
+    ids, mask = left_pad(prompts, PAD)
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    with torch.no_grad():
+        full = model(input_ids=ids[rows], attention_mask=mask[rows], position_ids=positions[rows]).logits[:, -1]
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1], cache=cache)
+        for layer in cache.layers:
+            layer.keys, layer.values = layer.keys[rows], layer.values[rows]
+        step = model(input_ids=ids[rows, -1:], attention_mask=mask[rows], position_ids=positions[rows, -1:],
+                     cache=cache).logits[:, -1]
+    torch.testing.assert_close(step, full, atol=1e-4, rtol=0)
+
+
+def test_bad_arguments_are_refused(loaded: LoadedModel) -> None:
+    prompts = prompts_of(loaded)
+    common: dict[str, Any] = {"temperature": 0.7, "top_p": 1.0, "max_new_tokens": 4, "stop_ids": STOP, "pad_id": PAD}
+    with pytest.raises(ValueError, match="row_prompt"):
+        sample_rows(loaded.model, prompts, [0, 3], **common)
+    with pytest.raises(ValueError, match="prompts"):
+        sample_rows(loaded.model, [[]], [0], **common)
+    with pytest.raises(ValueError, match="cache"):
+        sample_rows(loaded.model, prompts, [0], cache="paged", **common)
+
+
+def test_a_final_assistant_message_is_continued_and_starts_the_text(loaded: LoadedModel) -> None:
+    prefix = "```python\ndef aux("
+    chat = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Write aux."},
+            {"role": "assistant", "content": prefix}]
+    tokenizer = loaded.tokenizer
+    rendered = render_chat(tokenizer, chat)
+    assert rendered.endswith(prefix)  # the model continues the reply, no new assistant header after it
+    assert rendered.count("<|im_start|>assistant") == 1
+    assert reply_prefix(chat) == prefix and reply_prefix(chat[:2]) == ""
+    assert completion_text(prefix, "x):\n    return x\n") == "```python\ndef aux(x):\n    return x"
+    assert completion_text("", "  plain  ") == "plain"
+    policy = LocalModelPolicy(loaded=loaded)
+    settings = GenerationSettings(temperature=0.7, max_new_tokens=6, seed=0)
+    for record in policy.generate([ActionRequest.from_messages("aux", chat)], settings):
+        assert record.text.startswith(prefix.strip())
+        decoded = tokenizer.decode(list(record.completion_ids or ()), skip_special_tokens=True)
+        assert record.text == completion_text(prefix, decoded)
+
+
+def test_local_policy_shares_repeated_prompts_without_changing_samples(loaded: LoadedModel) -> None:
+    chats = [[{"role": "user", "content": "Summarize the text."}], [{"role": "user", "content": "Hi"}]]
+    requests = [ActionRequest.from_messages("a", chats[i % 2]) for i in range(6)]
+    settings = GenerationSettings(temperature=0.8, top_p=0.9, max_new_tokens=8, seed=3)
+    shared = LocalModelPolicy(loaded=loaded).generate(requests, settings)
+    repeated = LocalModelPolicy(loaded=loaded, share_prefix=False).generate(requests, settings)
+    assert [r.completion_ids for r in shared] == [r.completion_ids for r in repeated]
+    assert [r.text for r in shared] == [r.text for r in repeated]
