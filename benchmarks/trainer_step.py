@@ -58,12 +58,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS: tuple[str, ...] = ("ours", "comlrl", "trl", "floor")
 """What ``--only`` picks from."""
 TARGETS: dict[str, float] = {
-    "ratio_vs_comlrl": 0.7,
+    "ratio_shared_vs_repeated": 0.5,
+    "ratio_vs_comlrl": 0.35,
     "ratio_vs_trl": 1.0,
     "memory_ratio_n4_n1": 1.5,
     "ratio_vs_floor": 1.15,
 }
-"""The issue's targets: every ratio must be at most its target."""
+"""The targets (issues 10 and 24): every ratio must be at most its target."""
 LEARNING_RATE = 1e-4
 LORA_R, LORA_ALPHA = 8, 16
 TOP_K = 50
@@ -86,6 +87,10 @@ class Case:
     agents: int
     group: int
     envs_per_step: int = 1
+    share_prefix: bool = True
+    """Ours only: read each prompt once (False: the repeated path, ``generate`` and a full forward per row)."""
+    recipe: str | None = None
+    """Ours only: train with this recipe (YAML) on its real env instead of the fixed prompts."""
 
     @property
     def completions_per_step(self) -> int:
@@ -99,6 +104,7 @@ def plan_cases(groups: Sequence[int], only: Sequence[str]) -> list[Case]:
     for index, group in enumerate(groups):
         if "ours" in only:
             cases.append(Case(f"ours_n2_g{group}", "ours", 2, group))
+            cases.append(Case(f"ours_n2_repeated_g{group}", "ours", 2, group, share_prefix=False))
         if "comlrl" in only:
             cases.append(Case(f"comlrl_n2_g{group}", "comlrl", 2, group))
         if "ours" in only:
@@ -111,6 +117,27 @@ def plan_cases(groups: Sequence[int], only: Sequence[str]) -> list[Case]:
             cases.append(Case(f"ours_n1_g{group}", "ours", 1, group))
             cases.append(Case(f"ours_n4_g{group}", "ours", 4, group))
     return cases
+
+
+def plan_recipe_cases(recipes: Sequence[Path]) -> list[Case]:
+    """For each recipe, our trainer with and without reading each prompt once, on the recipe's own env and settings."""
+    cases = []
+    for recipe in recipes:
+        values = _recipe_values(recipe)
+        for shared in (True, False):
+            cases.append(Case(f"recipe_{recipe.stem}_{'shared' if shared else 'repeated'}", "ours",
+                              int(values.get("num_agents", 2)), int(values.get("num_generations", 4)),
+                              int(values.get("envs_per_step", 1)), share_prefix=shared, recipe=str(recipe.resolve())))
+    return cases
+
+
+def _recipe_values(recipe: Path) -> dict[str, Any]:
+    import yaml
+
+    values = yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"--recipe {recipe}: expected a mapping of trainer options")
+    return values
 
 
 def build_prompt_rows(count: int) -> list[list[dict[str, str]]]:
@@ -246,18 +273,25 @@ def run_ours(spec: dict[str, Any], case: Case) -> dict[str, Any]:
     from trainers.generation import TeamModel
     from trainers.magrpo import MAGRPOTrainer
 
-    loaded = _load(spec)
-    agents = [f"agent_{i}" for i in range(case.agents)]
-    team = TeamModel(loaded, agents, lora=_lora_config(), seed=0)
-    tokens = spec["new_tokens"]
-    config = TrainerConfig(env="writing", num_agents=case.agents, num_generations=case.group,
-                           envs_per_step=case.envs_per_step, max_completion_length=tokens,
-                           min_completion_length=tokens, temperature=1.0, top_p=1.0, learning_rate=LEARNING_RATE,
-                           lora_r=LORA_R, lora_alpha=LORA_ALPHA, steps=spec["warmup"] + spec["steps"],
-                           output_dir=str(Path(spec["workdir"]) / "ours"), seed=0)
-    trainer = MAGRPOTrainer(config, team=team, env_factory=functools.partial(FixedPromptEnv, spec["rows"],
-                                                                             case.agents))
-    steps, generation, completion_tokens = [], [], []
+    steps_total = spec["warmup"] + spec["steps"]
+    output_dir = str(Path(spec["workdir"]) / "ours")
+    if case.recipe is not None:  # the recipe's own env, model, dtype and sampling; only the run's length changes
+        config = TrainerConfig.from_yaml(case.recipe, steps=steps_total, output_dir=output_dir,
+                                         share_prefix=case.share_prefix, report_to="none")
+        trainer = MAGRPOTrainer(config)
+    else:
+        loaded = _load(spec)
+        agents = [f"agent_{i}" for i in range(case.agents)]
+        team = TeamModel(loaded, agents, lora=_lora_config(), seed=0)
+        tokens = spec["new_tokens"]
+        config = TrainerConfig(env="writing", num_agents=case.agents, num_generations=case.group,
+                               envs_per_step=case.envs_per_step, max_completion_length=tokens,
+                               min_completion_length=tokens, temperature=1.0, top_p=1.0,
+                               learning_rate=LEARNING_RATE, lora_r=LORA_R, lora_alpha=LORA_ALPHA, steps=steps_total,
+                               output_dir=output_dir, seed=0, share_prefix=case.share_prefix)
+        trainer = MAGRPOTrainer(config, team=team, env_factory=functools.partial(FixedPromptEnv, spec["rows"],
+                                                                                 case.agents))
+    steps, generation, completion_tokens, prompt_tokens, distinct_prompt_tokens = [], [], [], [], []
     for _ in range(config.steps):
         _sync(spec["device"])
         started = time.perf_counter()
@@ -266,7 +300,11 @@ def run_ours(spec: dict[str, Any], case: Case) -> dict[str, Any]:
         steps.append(time.perf_counter() - started)
         generation.append(float(row["generation_time"]))
         completion_tokens.append(int(row["completion_tokens"]))
-    return {"step_s": steps, "generation_s": generation, "completion_tokens": completion_tokens}
+        prompt_tokens.append(int(row["prompt_tokens"]))
+        distinct_prompt_tokens.append(int(row["distinct_prompt_tokens"]))
+    return {"step_s": steps, "generation_s": generation, "completion_tokens": completion_tokens,
+            "prompt_tokens": prompt_tokens, "distinct_prompt_tokens": distinct_prompt_tokens,
+            "share_prefix": case.share_prefix}
 
 
 def run_comlrl(spec: dict[str, Any], case: Case) -> dict[str, Any]:
@@ -478,6 +516,10 @@ def run_child(spec_path: Path) -> None:
     result.update({
         "median_step_s": statistics.median(steady),
         "median_generation_s": statistics.median(result["generation_s"][warmup:]),
+        "median_completion_tokens": statistics.median(result["completion_tokens"][warmup:]),
+        **({"median_prompt_tokens": statistics.median(result["prompt_tokens"][warmup:]),
+            "median_distinct_prompt_tokens": statistics.median(result["distinct_prompt_tokens"][warmup:])}
+           if "prompt_tokens" in result else {}),
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else rss_gib,
         "memory_source": "torch.cuda.max_memory_allocated" if cuda else "ru_maxrss",
         "host_peak_rss_gib": rss_gib,
@@ -528,6 +570,7 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
     for group in groups:
         ours = value(f"ours_n2_g{group}", "median_step_s")
         by_group[str(group)] = {
+            "ratio_shared_vs_repeated": _ratio(ours, value(f"ours_n2_repeated_g{group}", "median_step_s")),
             "ratio_vs_comlrl": _ratio(ours, value(f"comlrl_n2_g{group}", "median_step_s")),
             "ratio_vs_trl": _ratio(value(f"ours_n1x2_g{group}", "median_step_s"),
                                    value(f"trl_n1x2_g{group}", "median_step_s")),
@@ -540,8 +583,17 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
                                      value(f"ours_n1_g{first}", "peak_memory_gib")),
     }
     passed = {name: None if ratios[name] is None else bool(ratios[name] <= target) for name, target in TARGETS.items()}
-    return {**{name: ratios[name] for name in TARGETS}, "by_group": by_group, "targets": dict(TARGETS),
-            "passed": passed}
+    by_recipe = {}
+    recipes = sorted({n.removesuffix("_shared") for n in results if n.startswith("recipe_") and n.endswith("_shared")})
+    for name in recipes:
+        by_recipe[name.removeprefix("recipe_")] = {
+            "ratio_shared_vs_repeated": _ratio(value(f"{name}_shared", "median_step_s"),
+                                               value(f"{name}_repeated", "median_step_s")),
+            "ratio_generation_shared_vs_repeated": _ratio(value(f"{name}_shared", "median_generation_s"),
+                                                          value(f"{name}_repeated", "median_generation_s")),
+        }
+    return {**{name: ratios[name] for name in TARGETS}, "by_group": by_group, "by_recipe": by_recipe,
+            "targets": dict(TARGETS), "passed": passed}
 
 
 def _versions() -> dict[str, str | None]:
@@ -600,9 +652,10 @@ def print_report(report: dict[str, Any]) -> None:
     for line in verdicts:
         ratios.add_row(*line)
     console.print(ratios)
-    for group, values in report["by_group"].items():
-        shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in values.items())
-        console.print(f"G = {group}: {shown}")
+    for label, table_ in (("G = ", report["by_group"]), ("recipe ", report.get("by_recipe", {}))):
+        for key, values in table_.items():
+            shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in values.items())
+            console.print(f"{label}{key}: {shown}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -620,6 +673,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu (fp32, ru_maxrss) or cuda (bf16, CUDA peak memory)")
     parser.add_argument("--peer-lora", action="store_true",
                         help="give CoMLRL and TRL our LoRA adapters instead of their default full fine-tuning")
+    parser.add_argument("--recipe", type=Path, nargs="+", default=[], metavar="YAML",
+                        help="also time our trainer on these recipes (their env and settings), with and without "
+                             "reading each prompt once: ratio_shared_vs_repeated at the recipes' settings")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.child is not None:
@@ -630,7 +686,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model != "default" and not args.tiny and not Path(args.model).is_dir():
         parser.error(f"--model: no model folder at {args.model!r}")
     groups = list(dict.fromkeys(args.groups))
-    cases = plan_cases(groups, args.only)
+    for recipe in args.recipe:
+        if not recipe.is_file():
+            parser.error(f"--recipe: no YAML file at {recipe}")
+    cases = plan_cases(groups, args.only) + plan_recipe_cases(args.recipe)
     total_steps = args.warmup + args.steps
     with tempfile.TemporaryDirectory(prefix="trainer_step-") as tmp:
         workdir = Path(tmp)

@@ -14,7 +14,8 @@ from benchmarks import trainer_step
 NEW_TOKENS = 4
 GROUP = 2
 CASES = {
-    f"ours_n2_g{GROUP}": (2, 1), f"comlrl_n2_g{GROUP}": (2, 1), f"ours_n1x2_g{GROUP}": (1, 2),
+    f"ours_n2_g{GROUP}": (2, 1), f"ours_n2_repeated_g{GROUP}": (2, 1), f"comlrl_n2_g{GROUP}": (2, 1),
+    f"ours_n1x2_g{GROUP}": (1, 2),
     f"trl_n1x2_g{GROUP}": (1, 2), f"floor_g{GROUP}": (1, 2), f"ours_n1_g{GROUP}": (1, 1), f"ours_n4_g{GROUP}": (4, 1),
 }
 """Every case of one G: (agents, prompts per agent per step)."""
@@ -50,6 +51,9 @@ def test_every_case_ran_with_fixed_length_completions_and_positive_finite_figure
             assert 0 < row["completion_tokens"][0] <= full, name
         else:
             assert row["completion_tokens"] == [full], name
+        if row["framework"] == "ours":  # prompt tokens read per completion, and per distinct (agent, prompt)
+            assert row["prompt_tokens"][0] == GROUP * row["distinct_prompt_tokens"][0] > 0, name
+            assert row["share_prefix"] is (not name.startswith("ours_n2_repeated")), name
 
 
 @pytest.mark.slow
@@ -57,6 +61,7 @@ def test_ratios_are_the_ratios_of_the_reported_medians(report: dict) -> None:
     step = {row["name"]: row["median_step_s"] for row in report["cases"]}
     memory = {row["name"]: row["peak_memory_gib"] for row in report["cases"]}
     expected = {
+        "ratio_shared_vs_repeated": step[f"ours_n2_g{GROUP}"] / step[f"ours_n2_repeated_g{GROUP}"],
         "ratio_vs_comlrl": step[f"ours_n2_g{GROUP}"] / step[f"comlrl_n2_g{GROUP}"],
         "ratio_vs_trl": step[f"ours_n1x2_g{GROUP}"] / step[f"trl_n1x2_g{GROUP}"],
         "ratio_vs_floor": step[f"ours_n2_g{GROUP}"] / step[f"floor_g{GROUP}"],
@@ -66,8 +71,8 @@ def test_ratios_are_the_ratios_of_the_reported_medians(report: dict) -> None:
     for name, value in expected.items():
         assert report[name] == pytest.approx(value, rel=1e-12), name
         assert report["passed"][name] == (value <= report["targets"][name])
-    assert report["by_group"][str(GROUP)] == {k: report[k] for k in ("ratio_vs_comlrl", "ratio_vs_trl",
-                                                                     "ratio_vs_floor")}
+    assert report["by_group"][str(GROUP)] == {k: report[k] for k in ("ratio_shared_vs_repeated", "ratio_vs_comlrl",
+                                                                     "ratio_vs_trl", "ratio_vs_floor")}
     assert report["targets"] == trainer_step.TARGETS
 
 
@@ -82,5 +87,19 @@ def test_the_report_describes_the_run(report: dict) -> None:
 
 def test_plan_cases_follows_only_and_measures_team_size_at_the_first_group_only() -> None:
     names = [case.name for case in trainer_step.plan_cases([4, 8], ["ours", "floor"])]
-    assert names == ["ours_n2_g4", "ours_n1x2_g4", "floor_g4", "ours_n1_g4", "ours_n4_g4",
-                     "ours_n2_g8", "ours_n1x2_g8", "floor_g8"]
+    assert names == ["ours_n2_g4", "ours_n2_repeated_g4", "ours_n1x2_g4", "floor_g4", "ours_n1_g4", "ours_n4_g4",
+                     "ours_n2_g8", "ours_n2_repeated_g8", "ours_n1x2_g8", "floor_g8"]
+
+
+def test_recipe_cases_time_the_recipes_trainer_with_and_without_sharing(tmp_path: Path) -> None:
+    recipe = tmp_path / "writing-3.yaml"
+    recipe.write_text("env: writing\nnum_agents: 3\nnum_generations: 4\nenvs_per_step: 2\n", encoding="utf-8")
+    cases = trainer_step.plan_recipe_cases([recipe])
+    assert [(c.name, c.agents, c.group, c.envs_per_step, c.share_prefix) for c in cases] == [
+        ("recipe_writing-3_shared", 3, 4, 2, True), ("recipe_writing-3_repeated", 3, 4, 2, False)]
+    assert all(c.recipe == str(recipe.resolve()) for c in cases)
+    report = trainer_step.compare({
+        "recipe_writing-3_shared": {"median_step_s": 3.0, "median_generation_s": 2.0},
+        "recipe_writing-3_repeated": {"median_step_s": 6.0, "median_generation_s": 2.5}}, [4])
+    assert report["by_recipe"] == {"writing-3": {"ratio_shared_vs_repeated": 0.5,
+                                                 "ratio_generation_shared_vs_repeated": 0.8}}
