@@ -26,7 +26,7 @@ import contextlib
 import copy
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -367,10 +367,17 @@ def rollout_tree(
     options: Mapping[str, Any] | None = None,
     early_termination_threshold: float | None = None,
     record_state: bool = False,
+    branch_turns: Sequence[Collection[int] | None] | None = None,
 ) -> list[TreeNode]:
     """Grow one MAGRPO tree per env: at each node every live agent samples ``group_size`` completions from the same
     position (restored from a snapshot of that node), the samples form joint actions (``joint``), and each joint
     action is stepped in its own copy of the env. All nodes of one depth, across envs, share one policy call.
+
+    ``branch_turns`` (one entry per env): the turns (1-based) at which that env's nodes branch into ``group_size``
+    samples; at every other turn a node takes one joint action (one sample per agent), so the tree is a single
+    rollout up to its branching turn and each branch is rolled out once after it: each branch's return is then a
+    Monte Carlo estimate of what its joint action leads to, at the cost of one rollout, instead of a G-ary subtree
+    (a full tree over T turns has G^T leaves). None (or a None entry): branch at every turn, the full tree.
 
     ``early_termination_threshold``: a node whose joint actions earned a mean reward above it is not expanded further
     (its children are leaves even if their episodes go on): the group is already good enough, so no more turns are
@@ -391,6 +398,17 @@ def rollout_tree(
         raise ValueError(f"early_termination_threshold: expected None or a number, got {early_termination_threshold!r}")
     envs = list(envs)
     seeds = list(seeds) if seeds is not None else [None] * len(envs)
+    branching = list(branch_turns) if branch_turns is not None else [None] * len(envs)
+    if len(branching) != len(envs):
+        raise ValueError(f"branch_turns: expected one entry per env ({len(envs)}), got {len(branching)}")
+    for turns in branching:
+        if turns is not None and not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in turns):
+            raise ValueError(f"branch_turns: expected None or collections of turns >= 1, got {turns!r}")
+
+    def width(env_index: int, turn: int) -> int:
+        turns = branching[env_index]
+        return group_size if turns is None or turn in turns else 1
+
     roots = []
     frontier: list[tuple[TreeNode, Any]] = []
     for index, (env, seed) in enumerate(zip(envs, seeds, strict=True)):
@@ -403,20 +421,22 @@ def rollout_tree(
     while frontier:
         requests, owners = [], []
         for slot, (node, env) in enumerate(frontier):
+            samples_here = width(node.env_index, env.turn + 1)
             for agent in env.agents:
                 messages = tuple(schedule.messages(env, agent, env.turn + 1, {}))
-                requests += [ChatRequest(node.env_index, agent, env.turn + 1, messages)] * group_size
-                owners += [(slot, agent)] * group_size
+                requests += [ChatRequest(node.env_index, agent, env.turn + 1, messages)] * samples_here
+                owners += [(slot, agent)] * samples_here
         samples: list[dict[str, list[tuple[ChatRequest, Completion]]]] = [{} for _ in frontier]
         for request, (slot, agent), completion in zip(requests, owners, _ask(policy, requests), strict=True):
             samples[slot].setdefault(agent, []).append((request, completion))
         next_frontier = []
         for slot, (node, env) in enumerate(frontier):
             agents = list(env.agents)
+            samples_here = width(node.env_index, env.turn + 1)
             if joint == "aligned":
-                choices = [(k,) * len(agents) for k in range(group_size)]
+                choices = [(k,) * len(agents) for k in range(samples_here)]
             else:
-                choices = list(itertools.product(range(group_size), repeat=len(agents)))
+                choices = list(itertools.product(range(samples_here), repeat=len(agents)))
             growing = []
             for choice in choices:
                 child_env = copy.deepcopy(env)  # the node's position, carried by the env's snapshot of its episode

@@ -169,3 +169,34 @@ def test_early_termination_stops_branches_whose_group_did_well_enough() -> None:
     with pytest.raises(ValueError, match="early_termination_threshold"):
         rollout_tree([ENV_FACTORIES["writing"](num_agents=2)], lambda reqs: [], group_size=2,
                      early_termination_threshold=float("nan"))
+
+
+@pytest.mark.parametrize("branch", [1, 2, 3])
+def test_branch_turns_grow_one_rollout_to_the_branching_turn_and_one_after_each_branch(branch: int) -> None:
+    """``branch_turns``: G samples at the branching turn only; before it one joint action a turn, after it each of the
+    G branches rolled out once, to the end of the episode."""
+    envs = [ENV_FACTORIES["writing"](num_agents=2, max_turns=3) for _ in range(2)]
+    asked: list[tuple[int, int]] = []
+
+    def policy(requests: list[ChatRequest]) -> list[str]:
+        asked.extend((r.env_index, r.turn) for r in requests)
+        return [f"{scripted_action(envs[r.env_index], r.agent, r.turn)} take {i}." for i, r in enumerate(requests)]
+
+    roots = rollout_tree(envs, policy, group_size=4, seeds=[0, 1], branch_turns=[{branch}, None])
+    branched, full = roots
+    assert len(full.nodes()) == 1 + 4 + 16 + 64  # the second env grows the full tree
+    for node in branched.nodes():
+        if node.children:
+            turn = node.depth + 1
+            assert len(node.children) == (4 if turn == branch else 1)
+            assert {c.sample_index for c in node.children} == ({(k, k) for k in range(4)} if turn == branch
+                                                                else {(0, 0)})
+    leaves = [n for n in branched.nodes() if not n.children]
+    assert len(leaves) == 4 and all(leaf.depth == 3 for leaf in leaves)
+    # Each agent was asked once a turn before the branch, G times at it, and once per branch after it.
+    per_turn = {turn: sum(1 for env, t in asked if env == 0 and t == turn) for turn in (1, 2, 3)}
+    assert per_turn == {t: 2 * (1 if t < branch else 4) for t in (1, 2, 3)}
+    with pytest.raises(ValueError, match="branch_turns"):
+        rollout_tree(envs, policy, group_size=2, branch_turns=[{1}])
+    with pytest.raises(ValueError, match="branch_turns"):
+        rollout_tree(envs, policy, group_size=2, branch_turns=[{0}, None])

@@ -30,6 +30,7 @@ from llm_marl_envs.registry import ENV_NAMES, canonical_name
 LOSS_TYPES: tuple[str, ...] = ("magrpo", "grpo", "dr_grpo", "dapo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
 JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
+BRANCHING: tuple[str, ...] = ("full", "one_turn")
 ADVANTAGES: tuple[str, ...] = ("joint", "per_agent")
 BASELINES: tuple[str, ...] = ("group", "critic")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
@@ -62,6 +63,13 @@ class TrainerConfig:
     """``aligned``: the k-th samples form a joint action (G per node); ``cross``: every combination (G^N)."""
     envs_per_step: int = 1
     """Tree roots (env episodes) per optimisation step; all their nodes of one depth share one generate call."""
+    branching: str = "full"
+    """Which turns of a tree branch into G samples: ``full``, every turn (MAGRPO's tree: G^T leaves over T turns);
+    ``one_turn``, one turn per tree — tree ``i`` of step ``s`` branches at turn ``1 + (s·envs_per_step + i) mod T``,
+    so the turns take their turn — and every other turn is one sampled joint action: the tree is one rollout to its
+    branching turn, then each of the G branches is rolled out once (its return a Monte Carlo estimate), which makes
+    T = 4 turns affordable (about 2·(G + G·(T − k) + k − 1) completions per 2-agent tree instead of 2·(G + … + G^T)).
+    Only the branching turn's samples are trained on."""
     max_completion_length: int = 128
     """New tokens per completion at most."""
     min_completion_length: int = 0
@@ -167,6 +175,7 @@ class TrainerConfig:
                 f"num_generations: expected >= 2 (a group needs two samples for a baseline), got {self.num_generations}"
             )
         check_choice("joint_mode", self.joint_mode, JOINT_MODES)
+        check_choice("branching", self.branching, BRANCHING)
         check_choice("loss_type", self.loss_type, LOSS_TYPES)
         check_choice("scale_rewards", self.scale_rewards, SCALE_REWARDS)
         check_choice("advantage", self.advantage, ADVANTAGES)

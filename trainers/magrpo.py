@@ -135,13 +135,18 @@ def _scale_groups(root: TreeNode, agents: Sequence[str], config: TrainerConfig,
                   values: Mapping[int, float] | None = None) -> tuple[list[_ScaleGroup], list[Tensor]]:
     """One tree's samples grouped for scaling, and the per-agent groups of returns (for the reward metrics);
     ``values``: the critic's ``V`` of each expanded node (``id(node)``), the baseline instead of the group mean."""
-    G = config.num_generations
     joint_returns = node_returns(root, config.discount) if config.advantage == "joint" else {}
     own_returns = agent_node_returns(root, config.discount) if config.advantage == "per_agent" else {}
     groups: list[_ScaleGroup] = []
     metric_groups: list[Tensor] = []
     for parent in (node for node in root.nodes() if node.children):  # the groups, as sibling_groups orders them
         siblings = parent.children
+        # Samples per agent at this node: G where the tree branches, 1 on a single rollout (``branching:
+        # one_turn``), whose lone sample has no group to be compared with: its return only flows into the
+        # branch above it, and it is not trained on.
+        G = 1 + max(max(child.sample_index) for child in siblings)
+        if G < 2:
+            continue
         acting = [step.agent for step in siblings[0].steps]
         for agent in acting:
             if agent not in agents:
@@ -445,6 +450,11 @@ class MAGRPOTrainer:
         """This rank's trees of step ``step`` (0-based): the tasks are drawn from seeds fixed by ``(seed, step)``."""
         config = self.config
         seeds = [config.seed * 1_000_003 + step * config.envs_per_step + i for i in range(config.envs_per_step)]
+        branch_turns = None
+        if config.branching == "one_turn":  # tree i of step s branches at turn 1 + (s·envs_per_step + i) mod T
+            turns = self._max_turns()
+            branch_turns = self.parallel.shard([{1 + (step * config.envs_per_step + i) % turns}
+                                                for i in range(config.envs_per_step)])
         self.team.eval()
         with torch.no_grad():
             return rollout_tree(
@@ -455,7 +465,16 @@ class MAGRPOTrainer:
                 seeds=self.parallel.shard(seeds),  # this rank's roots (all of them in one process)
                 early_termination_threshold=config.early_termination_threshold,
                 record_state=self.critic is not None,
+                branch_turns=branch_turns,
             )
+
+    def _max_turns(self) -> int:
+        """The envs' turn budget (``branching: one_turn`` cycles the branching turn through it)."""
+        turns = getattr(self.envs[0], "max_turns", None)
+        if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+            raise ValueError("branching: 'one_turn' needs envs with a max_turns budget (the suite's envs have one); "
+                             f"this env has max_turns={turns!r}: use branching 'full'")
+        return turns
 
     def rollout_metrics(self, step: int) -> dict[str, Any]:
         """The reward metrics of the trees step ``step`` (0-based) grows — the same tasks as the training step — with

@@ -61,9 +61,22 @@ def step_plan(config: TrainerConfig, max_turns: int, num_agents: int | None = No
     agents = config.num_agents if num_agents is None else num_agents
     G, trees = config.num_generations, config.envs_per_step
     branching = G if config.joint_mode == "aligned" else G**agents
-    expanded = tuple(trees * branching ** (depth - 1) for depth in range(1, max_turns + 1))
-    nodes = trees * sum(branching**depth for depth in range(max_turns + 1))
-    rows = tuple(n * agents * G for n in expanded)
+    if config.branching == "one_turn":
+        # Tree i of the first step branches at turn k = 1 + i mod T: one node a depth before k (one sample per
+        # agent), the branching node at k (G each), then `branching` single rollouts (one sample per agent).
+        expanded_list, rows_list, nodes = [0] * max_turns, [0] * max_turns, 0
+        for i in range(trees):
+            k = 1 + i % max_turns
+            for depth in range(1, max_turns + 1):
+                width = 1 if depth <= k else branching
+                expanded_list[depth - 1] += width
+                rows_list[depth - 1] += width * agents * (G if depth == k else 1)
+            nodes += 1 + k + branching * (max_turns - k + 1) - 1
+        expanded, rows = tuple(expanded_list), tuple(rows_list)
+    else:
+        expanded = tuple(trees * branching ** (depth - 1) for depth in range(1, max_turns + 1))
+        nodes = trees * sum(branching**depth for depth in range(max_turns + 1))
+        rows = tuple(n * agents * G for n in expanded)
     completions = sum(rows)
     return StepPlan(trees=trees, turns=max_turns, agents=agents, branching=branching, expanded_per_depth=expanded,
                     nodes=nodes, completions=completions, tokens=completions * config.max_completion_length,

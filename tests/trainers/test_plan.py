@@ -34,6 +34,21 @@ def test_the_step_plan_counts_nodes_completions_and_tokens_by_hand() -> None:
         step_plan(config, max_turns=0)
 
 
+def test_one_turn_branching_plans_one_rollout_to_the_branch_and_one_per_branch_after() -> None:
+    # 4 trees of 4 turns, 2 agents, G = 4; tree i branches at turn 1 + i: rows per turn by hand (agents x samples).
+    config = TrainerConfig(env="writing", num_agents=2, num_generations=4, envs_per_step=4, branching="one_turn",
+                           max_completion_length=100)
+    plan = step_plan(config, max_turns=4)
+    # turn 1: tree 0 branches (8 rows), trees 1-3 one joint action each (2 rows each)
+    # turn 2: tree 0's 4 branches (8), tree 1 branches (8), trees 2-3 (2 each) ... and so on
+    assert plan.rows_per_depth == (8 + 3 * 2, 8 + 8 + 2 * 2, 8 + 8 + 8 + 2, 8 + 8 + 8 + 8)
+    assert plan.expanded_per_depth == (4, 4 + 3, 4 + 4 + 2, 4 + 4 + 4 + 1)
+    assert plan.completions == 92 and plan.tokens == 9200
+    assert plan.nodes == sum(k + 4 * (4 - k + 1) for k in (1, 2, 3, 4))
+    full = step_plan(config.replace(branching="full"), max_turns=4)
+    assert full.completions == 4 * 2 * 4 * (1 + 4 + 16 + 64)
+
+
 def test_generation_time_is_prefill_plus_tokens_times_the_per_token_cost_between_measured_row_counts() -> None:
     measured = {8: (1.0, 0.1), 32: (3.0, 0.4)}  # (prefill s, s per token) at 8 and 32 rows
     assert generation_estimate((8, 32), measured, tokens=10) == pytest.approx((1.0 + 1.0) + (3.0 + 4.0))

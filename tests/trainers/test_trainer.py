@@ -431,6 +431,29 @@ def test_reading_each_prompt_once_gives_the_same_step(tmp_path: Path) -> None:
             assert torch.allclose(x, y, atol=1e-4, rtol=0)
 
 
+def test_one_turn_branching_trains_only_the_branching_turns_samples(tmp_path: Path) -> None:
+    """``branching: one_turn`` on the 3-turn writing env: tree i branches at turn 1 + i, so the step trains on
+    trees × agents × G samples (the single rollouts around the branches are not trained on) and its row's episodes
+    are the G branches' ends."""
+    config = TrainerConfig(env="writing", num_agents=2, env_kwargs={"max_turns": 3, "similarity": "tfidf"},
+                           num_generations=3, envs_per_step=3, max_completion_length=8, steps=1, seed=0,
+                           branching="one_turn", output_dir=str(tmp_path / "run"), report_to="none")
+    team = TeamModel(tiny_model(seed=0), ["concise", "detailed"], lora=LoraSettings(r=4, alpha=8), seed=0)
+    trainer = MAGRPOTrainer(config, team=team)
+    roots = trainer._grow_trees(0)
+    for i, root in enumerate(roots):
+        widths = [len(node.children) for node in root.nodes() if node.children]
+        branching_turns = {node.depth + 1 for node in root.nodes() if len(node.children) == 3}
+        assert branching_turns <= {1 + i} and (widths[0] == 3) is (i == 0)
+    samples, _ = batch_samples(roots, trainer.agents, config)
+    branched = sum(1 for root in roots for node in root.nodes() if len(node.children) == 3)
+    assert len(samples) == branched * 2 * 3 > 0
+    row = trainer.training_step()
+    assert row["completions"] == len(samples)
+    with pytest.raises(ValueError, match="branching"):
+        TrainerConfig(env="writing", branching="some")
+
+
 def test_a_bfloat16_base_trains_float32_adapters(tmp_path: Path, model_dir: Path) -> None:
     """``dtype: bfloat16`` (``auto`` on a GPU): the base loads in bf16, the adapters and their updates stay fp32."""
     from trainers.magrpo import base_dtype
