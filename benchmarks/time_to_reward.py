@@ -3,9 +3,10 @@
 Both train the same team on the same env with the same model (the offline default SmolLM2-135M-Instruct, float32),
 the same LoRA (rank 8, alpha 16 on ``q_proj``/``v_proj``: CoMLRL gets our adapter through
 :func:`trainers.comlrl_adapter.magrpo_trainer`; ``--peer-finetuning full`` gives it its own default, full fine-tuning),
-the same G, new tokens, turns, learning rate, sampling (temperature 1, top-p 1), the same tasks in the same order
-(step ``s`` plays the task ``env.reset(seed=seed·1000003 + s)`` draws) and the same seed, one after the other on the
-same machine, each in a fresh interpreter. Every ``K`` steps (and before the first) training pauses and the team
+the same G, new tokens, turns, learning rate, sampling (temperature 1, top-p 1, top-k 50), the same tasks in the
+same order (step ``s`` plays the task ``env.reset(seed=seed·1000003 + s)`` draws) and the same seed, one after the
+other on the same machine, each in a fresh interpreter; ``--seeds`` repeats the race per seed and reports the ratio's
+spread. Every ``K`` steps (and before the first) training pauses and the team
 plays ``E`` held-out tasks (``split="eval"``, seeds ``0..E-1``) greedily, the same way for both (the rollout runner,
 one batched ``generate`` per turn); evaluation time is left out of the training wall time.
 
@@ -14,6 +15,7 @@ return, the wall time each needs to first reach ``L`` and their ratio (target: o
 returns at equal wall time, and where the time goes (set-up, generation, update, evaluation)::
 
     python -m benchmarks.time_to_reward --steps 30 --eval-every 5 --eval-tasks 24 --json R.json --plot R.png
+    python -m benchmarks.time_to_reward --seeds 0 1 2 --steps 15 --eval-every 5 --eval-tasks 16 --json R.json
     python -m benchmarks.time_to_reward --steps 2 --eval-every 1 --eval-tasks 2 --group-size 2 --max-new-tokens 16
 
 Every run prints its plan and an estimate first, then one progress line per step and per evaluation.
@@ -39,6 +41,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS: tuple[str, ...] = ("ours", "comlrl")
+TOP_K = 50
+"""Both trainers sample with top-k 50: transformers' default, which ours uses (CoMLRL's own default is no top-k;
+an earlier race gave it that, so the two sampled from different distributions)."""
 TARGET_RATIO = 0.5
 """Ours should reach CoMLRL's final held-out return in at most this share of the wall time CoMLRL needs."""
 # Step times measured on these 2 cores (benchmarks/trainer_step.py, README "Figures measured"): N = 2, G = 4,
@@ -67,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--turns", type=int, default=1, help="turns per episode (default 1)")
     parser.add_argument("--learning-rate", type=float, default=5e-4, help="AdamW learning rate (default 5e-4)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
+                        help="race once per seed (each seed: its own training tasks, sampling and adapter "
+                             "initialisation; the same held-out tasks) and report the ratio's spread; overrides --seed")
     parser.add_argument("--similarity", default="tfidf", choices=("tfidf", "minilm", "auto"),
                         help="the env's similarity backend (default tfidf)")
     parser.add_argument("--executor", default="auto", choices=("auto", "docker", "local"), help="coding's sandbox")
@@ -81,20 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def settings_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The race's settings, as the children read them."""
+def settings_of(args: argparse.Namespace, seed: int | None = None) -> dict[str, Any]:
+    """The race's settings, as the children read them (``seed``: this race's, default ``--seed``)."""
     from llm_marl_envs.registry import env_spec
 
+    seed = args.seed if seed is None else seed
     env = env_spec(args.env).name
     env_kwargs: dict[str, Any] = {"max_turns": args.turns, "similarity": args.similarity}
     if env == "coding":
         env_kwargs["executor"] = args.executor
     return {"env": env, "num_agents": args.num_agents, "steps": args.steps, "eval_every": args.eval_every,
             "eval_tasks": args.eval_tasks, "group_size": args.group_size, "max_new_tokens": args.max_new_tokens,
-            "turns": args.turns, "learning_rate": args.learning_rate, "seed": args.seed, "env_kwargs": env_kwargs,
+            "turns": args.turns, "learning_rate": args.learning_rate, "seed": seed, "env_kwargs": env_kwargs,
             "peer_finetuning": args.peer_finetuning, "lora_r": 8, "lora_alpha": 16, "temperature": 1.0,
-            "top_p": 1.0, "dtype": "float32",
-            "train_seeds": [args.seed * 1_000_003 + step for step in range(args.steps)],
+            "top_p": 1.0, "top_k": TOP_K, "dtype": "float32",
+            "train_seeds": [seed * 1_000_003 + step for step in range(args.steps)],
             "eval_seeds": list(range(args.eval_tasks))}
 
 
@@ -309,7 +318,7 @@ def run_comlrl(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
                         num_generations=settings["group_size"], max_new_tokens=settings["max_new_tokens"],
                         num_train_epochs=1, eval_interval=0, early_termination_threshold=None,
                         rollout_buffer_size=1, temperature=settings["temperature"], top_p=settings["top_p"],
-                        top_k=None, agent_learning_rate=settings["learning_rate"], joint_mode="aligned")
+                        top_k=settings["top_k"], agent_learning_rate=settings["learning_rate"], joint_mode="aligned")
     env_kwargs = {k: v for k, v in settings["env_kwargs"].items() if k != "max_turns"}
     trainer = magrpo_trainer(settings["env"], settings["num_agents"], args=args, seeds=settings["train_seeds"],
                              peft_config="default" if settings["peer_finetuning"] == "lora" else None,
@@ -425,8 +434,36 @@ def compare(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def summarize(comparisons: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Across seeds: each seed's ratio, their mean, min and max, and the held-out returns at equal wall time."""
+    ratios = [c["ratio"] for c in comparisons]
+    known = [r for r in ratios if r is not None]
+    gaps = [c["ours_at_equal_wall"] - c["comlrl_at_equal_wall"] for c in comparisons]
+    step_ratio = [c["time"]["ours"]["mean_step_s"] / c["time"]["comlrl"]["mean_step_s"] for c in comparisons]
+    return {
+        "ratios": ratios, "ratio_mean": sum(known) / len(known) if known else None,
+        "ratio_min": min(known) if known else None, "ratio_max": max(known) if known else None,
+        "seeds_meeting_target": sum(1 for r in known if r <= TARGET_RATIO), "target": TARGET_RATIO,
+        "equal_wall_gap": gaps, "equal_wall_gap_mean": sum(gaps) / len(gaps) if gaps else None,
+        "step_time_ratio": step_ratio,
+    }
+
+
 def print_report(report: dict[str, Any]) -> None:
-    """The figures, as lines."""
+    """The figures, as lines (one block per seed, then the spread across seeds)."""
+    for run in report.get("runs", []):
+        print(f"[race] seed {run['settings']['seed']}:")
+        print_report(run)
+    summary = report.get("summary")
+    if summary:
+        shown = ", ".join("n/a" if r is None else f"{r:.2f}" for r in summary["ratios"])
+        mean = "n/a" if summary["ratio_mean"] is None else f"{summary['ratio_mean']:.2f}"
+        print(f"[race] over {len(summary['ratios'])} seeds: ratio {shown} (mean {mean}, target ≤ "
+              f"{summary['target']}: met by {summary['seeds_meeting_target']}); ours minus CoMLRL at equal time "
+              + ", ".join(f"{g:+.3f}" for g in summary["equal_wall_gap"])
+              + "; our step / CoMLRL's " + ", ".join(f"{r:.2f}" for r in summary["step_time_ratio"]))
+    if "results" not in report:
+        return
     for name, result in report["results"].items():
         if "error" in result:
             print(f"[race] {name} FAILED: {result['error']}")
@@ -461,17 +498,22 @@ def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     labels = {"ours": "ours (trainers.magrpo)", "comlrl": "CoMLRL MAGRPOTrainer"}
+    colors = {"ours": "tab:blue", "comlrl": "tab:orange"}
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
-    for name, result in report["results"].items():
-        if "error" in result:
-            continue
-        points = result["points"]
-        axes.plot([p["wall_time"] / 60 for p in points], [p["eval_return"] for p in points], marker="o",
-                  label=labels.get(name, name))
-    if report.get("comparison"):
-        axes.axhline(report["comparison"]["level"], color="grey", linestyle="--", linewidth=1,
-                     label="CoMLRL's final return")
-    s = report["settings"]
+    runs = report.get("runs") or [report]
+    for index, run in enumerate(runs):
+        seed = f" seed {run['settings']['seed']}" if len(runs) > 1 else ""
+        for name, result in run["results"].items():
+            if "error" in result:
+                continue
+            points = result["points"]
+            axes.plot([p["wall_time"] / 60 for p in points], [p["eval_return"] for p in points], marker="o",
+                      markersize=3, color=colors.get(name), alpha=1.0 if len(runs) == 1 else 0.75,
+                      linestyle=["-", "--", ":", "-."][index % 4], label=labels.get(name, name) + seed)
+        if run.get("comparison") and len(runs) == 1:
+            axes.axhline(run["comparison"]["level"], color="grey", linestyle="--", linewidth=1,
+                         label="CoMLRL's final return")
+    s = runs[0]["settings"]
     axes.set_xlabel("training wall time (min, 2 CPU cores; evaluation excluded)")
     axes.set_ylabel(f"held-out team return ({s['eval_tasks']} tasks)")
     axes.set_title(f"{s['env']}, {s['num_agents']} agents, G={s['group_size']}, {s['max_new_tokens']} tokens, "
@@ -506,23 +548,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     check(args)
-    settings = settings_of(args)
+    seeds = list(dict.fromkeys(args.seeds)) if args.seeds else [args.seed]
     frameworks = [f for f in FRAMEWORKS if f in args.only]
-    print_plan(settings, frameworks)
+    print_plan(settings_of(args, seeds[0]), frameworks)
+    if len(seeds) > 1:
+        print(f"[race] {len(seeds)} seeds ({', '.join(map(str, seeds))}): {len(seeds)} races one after another")
     started = time.perf_counter()
-    results: dict[str, dict[str, Any]] = {}
+    runs = []
     with tempfile.TemporaryDirectory(prefix="time-to-reward-") as scratch:
         workdir = Path(args.workdir) if args.workdir else Path(scratch)
-        workdir.mkdir(parents=True, exist_ok=True)
-        for framework in frameworks:
-            results[framework] = run_framework(framework, settings, workdir)
-    report: dict[str, Any] = {"benchmark": "time_to_reward", "settings": settings, "versions": versions(),
-                              "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "wall_s": time.perf_counter() - started,
-                              "command": "python -m benchmarks.time_to_reward " + " ".join(sys.argv[1:] if argv is None
-                                                                                          else argv),
-                              "results": results}
-    if all(f in results and "error" not in results[f] for f in FRAMEWORKS):
-        report["comparison"] = compare(results)
+        for seed in seeds:
+            settings = settings_of(args, seed)
+            results: dict[str, dict[str, Any]] = {}
+            seed_dir = workdir / f"seed-{seed}" if len(seeds) > 1 else workdir
+            seed_dir.mkdir(parents=True, exist_ok=True)
+            for framework in frameworks:
+                results[framework] = run_framework(framework, settings, seed_dir)
+            run: dict[str, Any] = {"settings": settings, "results": results}
+            if all(f in results and "error" not in results[f] for f in FRAMEWORKS):
+                run["comparison"] = compare(results)
+            runs.append(run)
+    header = {"benchmark": "time_to_reward", "versions": versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "wall_s": time.perf_counter() - started,
+              "command": "python -m benchmarks.time_to_reward " + " ".join(sys.argv[1:] if argv is None else argv)}
+    if len(runs) == 1:
+        report: dict[str, Any] = {**header, **runs[0]}
+    else:
+        report = {**header, "settings": runs[0]["settings"], "seeds": seeds, "runs": runs}
+        comparisons = [run["comparison"] for run in runs if "comparison" in run]
+        if len(comparisons) == len(runs):
+            report["summary"] = summarize(comparisons)
     print_report(report)
     if args.json:
         path = Path(args.json)
@@ -532,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         plot(report, Path(args.plot))
         print(f"[race] wrote {args.plot}")
-    return 0 if all("error" not in r for r in results.values()) else 1
+    return 0 if all("error" not in r for run in runs for r in run["results"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -103,3 +103,18 @@ def test_a_tiny_race_runs_both_trainers_and_writes_its_figures_and_plot(tmp_path
         report["results"]["comlrl"]["points"][0]["eval_return"], abs=1e-6)
     assert {"level", "ratio", "time", "final"} <= set(report["comparison"])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_race_summary_over_seeds() -> None:
+    fast = {"comlrl": _result(_points(0.10, 0.20, 0.30), step_s=60.0),
+            "ours": _result(_points(0.10, 0.35, 0.40), step_s=20.0)}
+    slow = {"comlrl": _result(_points(0.10, 0.30, 0.30), step_s=60.0),
+            "ours": _result(_points(0.10, 0.20, 0.30), step_s=30.0)}
+    comparisons = [time_to_reward.compare(fast), time_to_reward.compare(slow)]
+    summary = time_to_reward.summarize(comparisons)
+    assert summary["ratios"] == [c["ratio"] for c in comparisons]
+    assert summary["ratio_min"] == min(summary["ratios"]) and summary["ratio_max"] == max(summary["ratios"])
+    assert summary["ratio_mean"] == pytest.approx(sum(summary["ratios"]) / 2)
+    assert summary["seeds_meeting_target"] == sum(r <= 0.5 for r in summary["ratios"])
+    assert summary["step_time_ratio"] == pytest.approx([20 / 60, 30 / 60])
+    assert summary["equal_wall_gap"] == [c["ours_at_equal_wall"] - c["comlrl_at_equal_wall"] for c in comparisons]
