@@ -41,6 +41,8 @@ class StepPlan:
     nodes: int
     """Nodes of all trees, roots and leaves included."""
     completions: int
+    trained: int
+    """Completions the update trains on: every one (``full``), the branching turns' only (``one_turn``)."""
     tokens: int
     """Completion tokens at most (``completions × max_completion_length``)."""
     rows_per_depth: tuple[int, ...]
@@ -48,8 +50,9 @@ class StepPlan:
 
     def describe(self) -> str:
         """One line for people."""
+        trained = "" if self.trained == self.completions else f", {self.trained} trained on"
         return (f"{self.trees} tree(s) x {self.turns} turn(s), {self.agents} agent(s), {self.branching} children per "
-                f"node: {self.nodes} nodes, {self.completions} completions (generate calls of "
+                f"node: {self.nodes} nodes, {self.completions} completions{trained} (generate calls of "
                 f"{'/'.join(map(str, self.rows_per_depth))} rows), at most {self.tokens:,} completion tokens")
 
 
@@ -65,6 +68,7 @@ def step_plan(config: TrainerConfig, max_turns: int, num_agents: int | None = No
         # Tree i of the first step branches at turn k = 1 + i mod T: one node a depth before k (one sample per
         # agent), the branching node at k (G each), then `branching` single rollouts (one sample per agent).
         expanded_list, rows_list, nodes = [0] * max_turns, [0] * max_turns, 0
+        trained = trees * agents * G
         for i in range(trees):
             k = 1 + i % max_turns
             for depth in range(1, max_turns + 1):
@@ -77,9 +81,11 @@ def step_plan(config: TrainerConfig, max_turns: int, num_agents: int | None = No
         expanded = tuple(trees * branching ** (depth - 1) for depth in range(1, max_turns + 1))
         nodes = trees * sum(branching**depth for depth in range(max_turns + 1))
         rows = tuple(n * agents * G for n in expanded)
+        trained = sum(rows)
     completions = sum(rows)
     return StepPlan(trees=trees, turns=max_turns, agents=agents, branching=branching, expanded_per_depth=expanded,
-                    nodes=nodes, completions=completions, tokens=completions * config.max_completion_length,
+                    nodes=nodes, completions=completions, trained=trained,
+                    tokens=completions * config.max_completion_length,
                     rows_per_depth=rows)
 
 
@@ -155,7 +161,7 @@ def estimate_step(trainer: Any, plan: StepPlan) -> StepEstimate:
     generation = generation_estimate(plan.rows_per_depth, measured, config.max_completion_length)
 
     # One micro-batch of full-length completions through forward and backward, as the update runs it.
-    size = min(config.micro_batch_size, plan.completions)
+    size = min(config.micro_batch_size, plan.trained)
     prompts = team.prompt_ids(requests, config.max_completion_length)
     rows = [(prompts[i % len(prompts)], prompts[i % len(prompts)][-1:] * config.max_completion_length)
             for i in range(size)]
@@ -174,5 +180,5 @@ def estimate_step(trainer: Any, plan: StepPlan) -> StepEstimate:
     # Each optimisation pass runs forward + backward; π_old (num_iterations > 1) and the KL reference (beta) add one
     # no-grad forward each, about a third of a forward + backward.
     passes = config.num_iterations + ((config.num_iterations > 1) + (config.beta != 0.0)) / 3
-    update = math.ceil(plan.completions / size) * micro * passes
+    update = math.ceil(plan.trained / size) * micro * passes
     return StepEstimate(generation_s=generation, update_s=update, calibration_s=time.perf_counter() - started)

@@ -20,6 +20,7 @@ def test_the_step_plan_counts_nodes_completions_and_tokens_by_hand() -> None:
     plan = step_plan(config, max_turns=2)
     assert plan.expanded_per_depth == (1, 4) and plan.rows_per_depth == (8, 32)
     assert (plan.nodes, plan.completions, plan.tokens) == (1 + 4 + 16, 40, 40 * 128)
+    assert plan.trained == plan.completions
     # Cross joint actions: G^N = 9 children per node; 2 trees of 2 turns with 2 agents and G = 3.
     cross = TrainerConfig(env="coding", num_agents=2, num_generations=3, joint_mode="cross", envs_per_step=2,
                           max_completion_length=10)
@@ -44,6 +45,7 @@ def test_one_turn_branching_plans_one_rollout_to_the_branch_and_one_per_branch_a
     assert plan.rows_per_depth == (8 + 3 * 2, 8 + 8 + 2 * 2, 8 + 8 + 8 + 2, 8 + 8 + 8 + 8)
     assert plan.expanded_per_depth == (4, 4 + 3, 4 + 4 + 2, 4 + 4 + 4 + 1)
     assert plan.completions == 92 and plan.tokens == 9200
+    assert plan.trained == 4 * 2 * 4 and "92 completions, 32 trained on" in plan.describe()
     assert plan.nodes == sum(k + 4 * (4 - k + 1) for k in (1, 2, 3, 4))
     full = step_plan(config.replace(branching="full"), max_turns=4)
     assert full.completions == 4 * 2 * 4 * (1 + 4 + 16 + 64)
