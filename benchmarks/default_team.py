@@ -1,26 +1,34 @@
-"""Can the untrained default team play? The share of untrained episodes that produce something the reward can see.
+"""Can the untrained default team play? The share of untrained episodes that produce something the reward can see,
+how soon they end, and (coding) whether the helper is a helper.
 
-Before training means anything, the untrained model must be able to do the task. This plays the untrained default
-model (SmolLM2-135M-Instruct) on held-out tasks under the study's untrained condition (``prompt_collaboration``: the
-team sees each other's drafts, 2 turns), as a single agent, and under the env's own prompts (``plain``: what a
-trained team plays), and reports per env:
+Before training means anything, the untrained model must be able to do the task, end an episode on its own and
+give its teammate something to use. This plays the untrained default model (SmolLM2-135M-Instruct) on held-out tasks
+under the study's untrained condition (``prompt_collaboration``: the team sees each other's drafts), as one agent with
+the team's budget and endings (``single``, where the code has that baseline), and under the env's own prompts
+(``plain``: what a trained team plays), and reports per env and condition:
 
 - writing: the share of episodes with quality > 0 (a part echoing the prompt's scaffolding, a copied lead or a
   repeated sentence scores 0), and the mean quality;
 - coding: the share of final programs that parse and define the entry point (the env's ``syntax`` term), the mean
-  held-out pass rate, and (teams) the share of episodes whose helper agent's part defines ``aux`` at all — the
-  helper can only count for the team (be load-bearing) when it does.
+  held-out pass rate, and for teams the share of episodes whose helper agent's part defines ``aux`` and whose main
+  agent's entry point calls ``aux`` — the helper can only count for the team (be load-bearing) when both hold — and
+  the share where the helper is load-bearing (its counterfactual contribution is above 0);
+- both: the distribution of turns taken, the share of episodes that end before the budget (``early_end_share``) and
+  why episodes end.
 
 Sampling as in the study (temperature 0.7, top-p 0.95, seeded); new tokens: each env's budget for its roles unless
-``--max-new-tokens`` says otherwise. The same command measured the prompts before and after they were rewritten for
-small models (see the README).
+``--max-new-tokens`` says otherwise; turn budget ``--max-turns`` (4, the study's). The code reads only APIs an older
+checkout has too, so the same file measures it (``PYTHONPATH=CHECKOUT python -m benchmarks.default_team`` from a
+copy in that checkout): that is how the README's before/after figures were made.
 
-    python -m benchmarks.default_team [--episodes 24] [--split eval] [--max-new-tokens N] [--json PATH]
+    python -m benchmarks.default_team [--episodes 24] [--split eval] [--max-turns 4] [--conditions ...]
+                                      [--max-new-tokens N] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import time
 from collections.abc import Sequence
@@ -29,50 +37,98 @@ from typing import Any
 
 from llm_marl_envs.registry import ENV_NAMES
 
-CONDITIONS: tuple[tuple[str, str, int], ...] = (
-    ("untrained", "prompt_collaboration", 2),
-    ("single", "single_agent", 2),
-    ("plain", "plain", 2),
+CONDITIONS: tuple[tuple[str, tuple[str, ...], int], ...] = (
+    ("untrained", ("prompt_collaboration",), 2),
+    ("single", ("single_agent_multiturn", "single_agent"), 2),
+    ("plain", ("plain",), 2),
 )
-"""(label, baseline, team size): the study's untrained team, one agent, and the env's own prompts."""
+"""(label, baselines to try in order — the first this checkout has —, team size): the study's untrained team, one
+agent (with the team's budget and endings where the code has it), and the env's own prompts."""
+
+
+def _baseline(names: Sequence[str]) -> str:
+    from baselines.collaboration import get_baseline
+
+    for name in names:
+        try:
+            get_baseline(name)
+        except ValueError:
+            continue
+        return name
+    raise ValueError(f"none of the baselines {list(names)} exists in this checkout")
 
 
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
-            policy: Any) -> dict[str, Any]:
+            policy: Any, max_turns: int) -> dict[str, Any]:
     """Play ``episodes`` untrained episodes and return the shares and means (see the module docstring)."""
-    from baselines.collaboration import run_episodes
+    from baselines.collaboration import get_baseline, run_episodes
     from baselines.policies.base import GenerationSettings
+    from llm_marl_envs.envs.coding.program import calls_function, defined_functions
+    from llm_marl_envs.envs.coding.roles import HELPER_NAME
     from llm_marl_envs.registry import make_env
 
+    spec = get_baseline(baseline)
+    single = getattr(spec, "single_agent", False)
     if tokens is None:
-        probe = make_env(env, num_agents=1 if baseline == "single_agent" else num_agents, similarity="tfidf")
+        probe = make_env(env, num_agents=1 if single else num_agents, similarity="tfidf")
         tokens = probe.suggested_max_new_tokens()
+    budget = spec.env_kwargs(num_agents, max_turns)["max_turns"]
     settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=tokens, seed=0)
     started = time.perf_counter()
     results = run_episodes(baseline, env, policy, settings, seeds=range(episodes), num_agents=num_agents,
-                           split=split, max_turns=2, env_kwargs={"similarity": "tfidf"}, records=False)
-    from llm_marl_envs.envs.coding.program import defined_functions
-    from llm_marl_envs.envs.coding.roles import HELPER_NAME
-
+                           split=split, max_turns=max_turns, env_kwargs={"similarity": "tfidf"}, records=False)
+    tasks = make_env(env, num_agents=1, similarity="tfidf").task_source
     rows = []
     for result in results:
         terms = result.trajectory.final_info.get("quality_terms", {}) if result.trajectory else {}
-        drafts = dict(result.trajectory.final_drafts) if result.trajectory else {}
-        rows.append({"task": result.task_id, "quality": result.quality, "playable": (
-            result.quality > 0 if env == "writing" else bool(terms.get("syntax", 0.0) > 0)),
-            "pass_rate": terms.get("pass_rate"),
-            "helper_defined": (HELPER_NAME in defined_functions(drafts[HELPER_NAME])
-                               if env == "coding" and HELPER_NAME in drafts else None)})
-    playable = sum(row["playable"] for row in rows) / len(rows)
-    figures = {"env": env, "condition": baseline, "num_agents": num_agents, "episodes": len(rows),
-               "max_new_tokens": tokens, "playable_share": playable,
-               "mean_quality": sum(r["quality"] for r in rows) / len(rows),
+        drafts = dict(result.drafts)
+        row = {"task": result.task_id, "quality": result.quality, "turns": result.turns,
+               "end_reason": result.end_reason, "early_end": result.turns < budget,
+               "playable": result.quality > 0 if env == "writing" else bool(terms.get("syntax", 0.0) > 0),
+               "pass_rate": terms.get("pass_rate")}
+        if env == "coding" and HELPER_NAME in drafts:
+            entry_point = tasks.get(result.task_id)["entry_point"]
+            contributions = result.reward_components.get("contributions") or {}
+            row.update({"helper_defined": HELPER_NAME in defined_functions(drafts[HELPER_NAME]),
+                        "main_calls_helper": calls_function(drafts.get("main", ""), entry_point, HELPER_NAME),
+                        "helper_load_bearing": bool((contributions.get(HELPER_NAME) or 0.0) > 0)})
+        rows.append(row)
+    turns = collections.Counter(row["turns"] for row in rows)
+    figures = {"env": env, "condition": baseline, "num_agents": 1 if single else num_agents, "episodes": len(rows),
+               "max_new_tokens": tokens, "max_turns": budget,
+               "playable_share": _share(rows, "playable"), "mean_quality": _mean(rows, "quality"),
+               "turns_distribution": {str(t): turns.get(t, 0) for t in range(1, budget + 1)},
+               "mean_turns": _mean(rows, "turns"), "early_end_share": _share(rows, "early_end"),
+               "end_reasons": dict(collections.Counter(str(row["end_reason"]) for row in rows)),
                "wall_s": time.perf_counter() - started, "episodes_detail": rows}
     if env == "coding":
         figures["mean_pass_rate"] = sum(r["pass_rate"] or 0.0 for r in rows) / len(rows)
-        helpers = [r["helper_defined"] for r in rows if r["helper_defined"] is not None]
-        figures["helper_defined_share"] = sum(helpers) / len(helpers) if helpers else None
+        for name in ("helper_defined", "main_calls_helper", "helper_load_bearing"):
+            figures[f"{name}_share"] = _share([r for r in rows if name in r], name)
     return figures
+
+
+def _share(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    return sum(bool(row[key]) for row in rows) / len(rows) if rows else None
+
+
+def _mean(rows: Sequence[dict[str, Any]], key: str) -> float:
+    return sum(row[key] for row in rows) / len(rows)
+
+
+def _line(row: dict[str, Any]) -> str:
+    what = "quality > 0" if row["env"] == "writing" else "programs that parse and define the entry point"
+    text = (f"[default_team] {row['env']} {row['label']} ({row['condition']}, {row['episodes']} episodes, "
+            f"{row['max_new_tokens']} tokens, budget {row['max_turns']}): {row['playable_share']:.0%} {what}, mean "
+            f"quality {row['mean_quality']:.3f}; turns {row['turns_distribution']} (mean {row['mean_turns']:.2f}), "
+            f"ended early {row['early_end_share']:.0%}, ends {row['end_reasons']}")
+    if row["env"] == "coding":
+        text += f"; mean pass rate {row['mean_pass_rate']:.3f}"
+        if row.get("helper_defined_share") is not None:
+            text += (f"; aux defines aux {row['helper_defined_share']:.0%}, main calls aux "
+                     f"{row['main_calls_helper_share']:.0%}, helper load-bearing "
+                     f"{row['helper_load_bearing_share']:.0%}")
+    return f"{text}; {row['wall_s']:.0f} s"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,33 +138,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", choices=("train", "eval"), default="eval")
     parser.add_argument("--envs", nargs="+", default=list(ENV_NAMES))
     parser.add_argument("--conditions", nargs="+", default=[label for label, _, _ in CONDITIONS])
+    parser.add_argument("--max-turns", type=int, default=4, help="turn budget of the multi-turn conditions")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each env's budget for its roles")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
     chosen = [c for c in CONDITIONS if c[0] in args.conditions]
-    if args.episodes < 1 or not chosen:
-        parser.error("expected --episodes >= 1 and at least one known condition")
+    if args.episodes < 1 or args.max_turns < 1 or not chosen:
+        parser.error("expected --episodes >= 1, --max-turns >= 1 and at least one known condition")
     from baselines.policies.local import LocalModelPolicy
 
-    print(f"[default_team] {args.episodes} untrained episodes per env x condition on the {args.split} split: "
-          f"{len(args.envs) * len(chosen) * args.episodes} episodes", flush=True)
+    print(f"[default_team] {args.episodes} untrained episodes per env x condition on the {args.split} split, budget "
+          f"{args.max_turns} turns: {len(args.envs) * len(chosen) * args.episodes} episodes", flush=True)
     policy = LocalModelPolicy()
     figures = []
     for env in args.envs:
-        for label, baseline, size in chosen:
-            row = measure(env, baseline, size, args.episodes, args.split, args.max_new_tokens, policy)
+        for label, baselines, size in chosen:
+            row = measure(env, _baseline(baselines), size, args.episodes, args.split, args.max_new_tokens, policy,
+                          args.max_turns)
             row["label"] = label
             figures.append(row)
-            what = "quality > 0" if env == "writing" else "programs that parse and define the entry point"
-            extra = f", mean pass rate {row['mean_pass_rate']:.3f}" if env == "coding" else ""
-            if row.get("helper_defined_share") is not None:
-                extra += f", helper part defines aux in {row['helper_defined_share']:.0%}"
-            print(f"[default_team] {env} {label}: {row['playable_share']:.0%} {what} ({row['episodes']} episodes, "
-                  f"{row['max_new_tokens']} tokens), mean quality {row['mean_quality']:.3f}{extra}, "
-                  f"{row['wall_s']:.0f} s", flush=True)
+            print(_line(row), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"split": args.split, "figures": figures}, indent=2) + "\n", encoding="utf-8")
+        payload = {"split": args.split, "max_turns": args.max_turns, "figures": figures}
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -7,7 +7,7 @@ import pytest
 from envs_helpers import ARTICLE_ACTIONS, coding_env, writing_env
 
 from llm_marl_envs.core.observation import DONE_OFFER, FEEDBACK_LABEL, OWN_DRAFT_LABEL, PROTOCOL_HELP
-from llm_marl_envs.envs.coding.roles import FENCE
+from llm_marl_envs.envs.coding.roles import FENCE, MAIN_CALL_START
 from llm_marl_envs.envs.writing.tasks import SOURCE_WORDS, lead, load_writing_tasks
 
 NEWS_TASK = "news/000"
@@ -32,7 +32,7 @@ def test_a_writing_observation_holds_each_thing_once_and_the_cue_last() -> None:
     assert second.count(source) == 1 and second.count(draft) == 1
     assert f"{FEEDBACK_LABEL}\nLength: " in second and "From detailed: I cover who." in second
     assert ARTICLE_ACTIONS["detailed"] not in second  # a teammate's draft stays private
-    assert second.endswith(DONE_OFFER) and f"Turn 2 of {env.max_turns}" in second  # the offer to end comes last, from turn 2
+    assert second.endswith(DONE_OFFER) and f"Turn 2 of {env.max_turns}" in second  # the offer to end: last, turn 2+
 
 
 def test_a_reply_of_only_done_keeps_the_draft_and_finishes_the_agent() -> None:
@@ -100,7 +100,7 @@ def test_the_coding_env_starts_code_replies_and_reads_them_with_or_without_the_s
     chats = {agent: env.chat_messages(agent) for agent in env.agents}
     starts = {agent: chat[-1]["content"] for agent, chat in chats.items() if chat[-1]["role"] == "assistant"}
     signature = "def has_close_elements(numbers: List[float], threshold: float) -> bool:"
-    assert starts == {"aux": f"{FENCE}def aux(", "main": f"{FENCE}{signature}",
+    assert starts == {"aux": f"{FENCE}def aux(", "main": f"{FENCE}{signature}\n{MAIN_CALL_START}",
                       "tester": f"{FENCE}assert has_close_elements("}
     assert [m["role"] for m in chats["reviewer"]] == ["system", "user"]
     assert all(chat[1]["content"] == obs[agent] for agent, chat in chats.items())  # the observation stays plain
@@ -108,16 +108,21 @@ def test_the_coding_env_starts_code_replies_and_reads_them_with_or_without_the_s
 
     # A policy returns the start plus what the model wrote; another policy writes the whole reply itself.
     continued = {"aux": starts["aux"] + "a, b):\n    return abs(a - b)\n```",
-                 "main": starts["main"] + "\n    return False\n```", "tester": starts["tester"] + "[1.0], 0.5)\n```",
-                 "reviewer": "Looks fine."}
-    whole = {"aux": AUX, "main": MAIN_WRONG.replace("(numbers, threshold)", "(numbers: List[float], threshold: "
-                                                     "float) -> bool"),
+                 "main": starts["main"] + "numbers[0], threshold)\n    return False\n```",
+                 "tester": starts["tester"] + "[1.0], 0.5)\n```", "reviewer": "Looks fine."}
+    body = "    result = aux(numbers[0], threshold)\n    return False"
+    whole = {"aux": AUX, "main": f"```python\n{signature}\n{body}\n```",
              "tester": "```python\nassert has_close_elements([1.0], 0.5)\n```", "reviewer": "Looks fine."}
     env.step(continued)
     drafts_from_starts = env.state()["drafts"]
+    # Once a draft holds the role's function the reply is free: the agent may revise in its own words or end.
+    assert all(len(env.chat_messages(agent)) == 2 for agent in env.agents)
     env.reset(seed=0, options={"task_id": CODE_TASK})
     env.step(whole)
     assert env.state()["drafts"] == drafts_from_starts
+    env.reset(seed=0, options={"task_id": CODE_TASK})
+    env.step({**whole, "aux": "I will write it next turn."})  # no code: aux's reply is started again
+    assert env.chat_messages("aux")[-1]["content"] == f"{FENCE}def aux("
 
     plain = coding_env(num_agents=2, reply_prefixes=False)
     plain.reset(seed=0, options={"task_id": CODE_TASK})

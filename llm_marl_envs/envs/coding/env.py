@@ -30,21 +30,36 @@ fields as flat keywords, validated with errors that name the field:
   of named backends; `cache_verdicts`: one verdict cache per executor shared by every env of the process (identical
   programs, frequent among the G samples of a group, run once);
 * reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
-  `magrpo_episode`; `observability`, `max_observation_chars`; `max_turns` — 3, or MAGRPO's 2 in MAGRPO mode —,
-  `max_action_chars`), and `render_mode`.
+  `magrpo_episode`; `observability`, `max_observation_chars`, `reply_prefixes` — start code replies for the model,
+  below —; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`), and `render_mode`.
 
 ## Observation Space
-A string: role and instruction, action protocol, the role's view of the problem (signature and docstring; `aux` also
-gets the dataset's helper hint), the agent's own current code, feedback and messages to it.
-`observability="team"` adds teammates' current drafts. Feedback holds only task-owned text and the agent's own
-errors: syntax errors in its own code, and for each *visible* test its assert and verdict (`passed`, `failed`,
-`timeout`, or `error` with the exception's type when it is a builtin one). Exception messages, printed output,
-custom exception names and a teammate's syntax-error text never appear (they are free text a teammate's program
-controls); a team program that does not parse is reported by whose section the error is in. The tester sees how
-many of its asserts the team's program passes. Held-out tests appear in no observation or info.
+A string, short and plain (`core/observation.py`): the problem once (the entry point's docstring as prose, then its
+code: imports, given helpers, the signature line), and where the dataset describes a useful helper
+(`Helper: aux(word) returns ...`) that line for every team role — `main` learns the helper's signature from the task
+and from messages, never from `aux`'s draft; then the agent's own current code, feedback and messages to it; then
+one line of who the agent is, the turn and the protocol, and last the role's instruction — from the second turn on
+followed by "If your part needs no change, answer only <done/>." `observability="team"` adds teammates' current
+drafts. Median prompt length with the default model's chat template: 323 tokens a turn (388 before;
+`python -m benchmarks.prompt_tokens`); the problem text itself is most of it and is shown whole.
+Feedback holds only task-owned text and the agent's own errors: syntax errors in its own code, and for each *visible*
+test its assert and verdict (`passed`, `failed`, `timeout`, or `error` with the exception's type when it is a builtin
+one). Exception messages, printed output, custom exception names and a teammate's syntax-error text never appear (they
+are free text a teammate's program controls); a team program that does not parse is reported by whose section the error
+is in. The tester sees how many of its asserts the team's program passes. Held-out tests appear in no observation or
+info.
 
 ## Action Space
 A string. Code may be wrapped in a ```python fence (the env extracts it). `<message>`/`<done/>` as in every env.
+
+Started replies: until an agent's draft holds what its role must write, `env.chat_messages(agent)` ends with an
+assistant message that starts its reply — `aux`: a code fence and `def aux(` (MAGRPO's format line); `main`: the
+entry point's signature and a first line `result = aux(`; `solo`: the signature; the tester: `assert ENTRY(`. A
+policy renders it with `apply_chat_template(..., continue_final_message=True)` and returns the start plus the
+continuation as the action (the HF backends here do); a reply that does not begin with it is read the same way.
+The observation string never holds it; `reply_prefixes=False` turns it off. Why: untrained, SmolLM2-135M's `aux`
+copied the entry point's signature instead of writing `aux` (0 of 16 held-out episodes defined it) and its `main`
+never called `aux`.
 
 ## Rewards
 Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t`, `S = w_q·quality + w_c·consistency`
@@ -78,35 +93,37 @@ task-owned text only: the same for every agent, and nothing a teammate wrote. Af
 `role`, `turn`.
 
 ## Episode end
-An agent that writes `<done/>` is terminated and leaves `env.agents` (its draft stays in the team's output). Everyone
-terminates when all said `<done/>` (`end_reason="all_done"`) or when a whole turn from the second on changed no
-draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`).
+The episode ends for everyone when the team's program passes every *visible* test (`end_reason="solved"`; joint
+mode only, MAGRPO mode keeps the official episode); the held-out tests still decide quality, so special-casing the
+visible asserts ends early and earns little. An agent that writes `<done/>` is terminated and leaves `env.agents`
+(its draft stays in the team's output; a reply that is only `<done/>` keeps it). Everyone terminates when all said
+`<done/>` (`"all_done"`) or when a whole turn from the second on changed no draft (`"converged"`); the agents still
+live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
 
 ## Sample observation and chat
 `env.chat_messages("main")` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"`; the user
 message is the agent's observation as `reset`/`step` return it:
 
 ```
-[{"role": "system", "content": "You are a Python programmer in a small team. Answer with one ```python code block
-  that defines the function your role asks for; no explanations outside the block. Write only the entry-point
-  function; you may call the helper `aux(...)` a teammate writes."},
- {"role": "user", "content": "# Role: Main author (main)
-You write the problem's entry-point function. Put your code in one ```python block.
-Turn 1 of 3. Teammates: aux.
-How to answer: ... Write <done/> when your part is final.
-
-## Task
-Problem (entry point `count_vowel_words`):
+[{"role": "system", "content": "You write Python in a team. Answer with one ```python code block."},
+ {"role": "user", "content": "Count the words of `sentence` (separated by whitespace) that start and end with a vowel
+(a, e, i, o, u; case-insensitive). Punctuation at the ends of a word is ignored.
+>>> count_vowel_words(\"Anna ate one apple\")
+4
+>>> count_vowel_words(\"the sky is blue\")
+0
+```python
 def count_vowel_words(sentence: str) -> int:
-    \"\"\"Count the words of `sentence` (separated by whitespace) that start and end with a vowel ...\"\"\"
-Write the complete function `count_vowel_words` with its signature. A teammate writes a helper `aux(...)` you may
-call; agree on its arguments by message.
-
-## Your current draft
-(none yet)"}]
 ```
-After a step, a `## Feedback` section lists the visible tests and their verdicts, e.g.
-`- assert count_vowel_words('Anna ate one apple') == 4: error (TypeError)`.
+Helper: aux(word) returns True when the word (punctuation stripped) starts and ends with a vowel.
+
+You are main, with aux. Turn 1 of 4. Notes to teammates go in <message>...</message>.
+Write the function count_vowel_words whole. Call aux(...), your teammate's helper; do not define aux."},
+ {"role": "assistant", "content": "```python\ndef count_vowel_words(sentence: str) -> int:\n    result = aux("}]
+```
+After a step the draft (`Your draft:`) and its feedback come before the cue, e.g.
+`Visible tests of the team's program:` then `- assert count_vowel_words('Anna ate one apple') == 4: failed`, one
+line per visible test.
 
 ## Reward integrity
 Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 decomposable problems with honest
@@ -254,11 +271,12 @@ class CodingEnv(CollaborativeTextEnv):
         return observations, infos
 
     def reply_prefix(self, agent: str) -> str:
-        """The code fence and first words of ``agent``'s reply (:func:`~llm_marl_envs.envs.coding.roles.reply_prefix`):
-        ``def aux(`` for the helper, the entry point's signature for ``main`` and ``solo``, ``assert ENTRY(`` for the
-        tester; the reviewer's reply is free."""
+        """The code fence and first words of ``agent``'s reply (:func:`~llm_marl_envs.envs.coding.roles.reply_prefix`)
+        until its draft holds its role's function: ``def aux(`` for the helper, the entry point's signature (and, for
+        ``main``, a first line calling ``aux``) for ``main`` and ``solo``, ``assert ENTRY(`` for the tester; the
+        reviewer's reply is free."""
         self._require_reset()
-        return reply_prefix(self._known(agent), self.task)
+        return reply_prefix(self._known(agent), self.task, self.drafts[agent])
 
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with

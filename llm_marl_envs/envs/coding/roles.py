@@ -13,10 +13,11 @@ signature line). Where the dataset describes a useful helper (``helper_hint``, e
 ``aux``'s draft; without a hint the two agree by message. The team's program is the prompt's preamble (imports,
 given helpers), then ``aux``'s code, then ``main``'s.
 
-Replies may be started for the model (:func:`reply_prefix`, the env's ``reply_prefixes``): ``aux``'s opens a code
-fence and ``def aux(`` (MAGRPO's format line ``def aux(...):``), ``main``'s and ``solo``'s the entry point's
-signature line, the tester's ``assert ENTRY_POINT(``. A small model then writes the right function instead of
-copying the signature it read.
+Replies may be started for the model (:func:`reply_prefix`, the env's ``reply_prefixes``) until the agent's draft
+holds what its role must write: ``aux``'s opens a code fence and ``def aux(`` (MAGRPO's format line
+``def aux(...):``), ``main``'s the entry point's signature line and a first line that calls ``aux``, ``solo``'s the
+signature, the tester's ``assert ENTRY_POINT(``. A small model then writes the right function instead of copying
+the signature it read, and ``main`` uses the helper at all; from the next turn on its reply is its own.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import re
 
 from llm_marl_envs.core.roles import Role, team_for
 from llm_marl_envs.core.tasks import Task
-from llm_marl_envs.envs.coding.program import split_prompt
+from llm_marl_envs.envs.coding.program import defined_functions, extract_asserts, split_prompt
 
 HELPER_NAME = "aux"
 FENCE = "```python\n"
@@ -88,14 +89,27 @@ CODE_ROLES: frozenset[str] = frozenset({HELPER_NAME, "main", "tester", "solo"})
 """Roles whose draft is code (the env extracts it from a fence)."""
 
 
-def reply_prefix(role: str, task: Task) -> str:
-    """How ``role``'s reply starts when the env starts it for the model (see the module docstring); ``""``: free."""
-    if role == HELPER_NAME:
+MAIN_CALL_START = "    result = aux("
+"""How ``main``'s reply goes on after the signature: a first line that calls the helper. Without it the untrained
+SmolLM2-135M's ``main`` never called ``aux`` (0 of 8 train-split episodes; with it 7 of 8): the helper could not
+matter, so no MAGRPO group ever varied on using it. The call's arguments, and what ``main`` does with the result,
+are the model's; the reward still pays only what the tests and counterfactuals measure."""
+
+
+def reply_prefix(role: str, task: Task, draft: str = "") -> str:
+    """How ``role``'s reply starts when the env starts it for the model (see the module docstring); ``""``: free.
+
+    Only until the role's ``draft`` holds what the role must write (``aux`` a function ``aux``, ``main``/``solo`` the
+    entry point, the tester an assert): from then on the reply is free, so an agent can revise in its own words or
+    answer only ``<done/>``."""
+    entry_point = task["entry_point"]
+    if role == HELPER_NAME and HELPER_NAME not in defined_functions(draft):
         return f"{FENCE}def {HELPER_NAME}("
-    if role in ("main", "solo"):
-        return f"{FENCE}{signature(task)}"
-    if role == "tester":
-        return f"{FENCE}assert {task['entry_point']}("
+    if role in ("main", "solo") and entry_point not in defined_functions(draft):
+        start = f"\n{MAIN_CALL_START}" if role == "main" else ""
+        return f"{FENCE}{signature(task)}{start}"
+    if role == "tester" and not extract_asserts(draft):
+        return f"{FENCE}assert {entry_point}("
     return ""
 
 

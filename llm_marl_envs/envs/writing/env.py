@@ -11,10 +11,14 @@
 | Observation space  | `UnicodeText(max_observation_chars)`                |
 | Reward             | one joint value shared by the team                  |
 
-A team writes a piece about a source text; each agent writes one part. The TLDR style follows MAGRPO's TLDR pair
+A team writes a piece about a source passage; each agent writes one part. The TLDR style follows MAGRPO's TLDR pair
 (a concise and a detailed summary), the arXiv style its arXiv pair (background/motivation and method/implications
-paragraphs written from an abstract). Every agent reads the whole source but, under `observability="local"`, never a
-teammate's draft: coordination happens through `<message>` text and the shared reward.
+paragraphs written from an abstract). The passage is the text's *lead*: its whole sentences up to `source_words`
+(100) words, about 90 words of a news article, as a news desk writes a brief from an opening paragraph; every
+quality, salience, copying and grounding term is computed against it, and the parts are sized for it (TL;DR 10-30
+words, detailed summary 30-70). A short passage keeps every prompt short (a policy and a trainer's update read it
+once per sample). Every agent reads the whole passage but, under `observability="local"`, never a teammate's draft:
+coordination happens through `<message>` text and the shared reward.
 
 ## Arguments
 `writing_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.writing.config.WritingConfig`,
@@ -24,19 +28,23 @@ and/or its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limi
 * team: `num_agents` — 1 (the single-agent/GRPO case) to 4; roles by style as in the table.
 * task: `style` — `"tldr"` or `"arxiv"`; `dataset` — `"news"` (300 offline news articles from gensim's wheel),
   `"tldr"`/`"arxiv"` (hub, via `datasets`), or a `.jsonl` path (`source`, optional `task_id`, `title`, `split`);
-  `split` — default split for `reset()` (`options={"split": ..., "task_id": ...}` overrides per episode);
-  `split_scheme` — `"hash"` or `"official"` (MAGRPO's slices of the hub datasets).
+  `split` — default split for `reset()` (`options={"split": ..., "task_id": ...}` overrides per episode; other keys
+  are rejected); `split_scheme` — `"hash"` or `"official"` (MAGRPO's slices of the hub datasets); `source_words` —
+  the passage's word cap (`None`: the whole text).
 * reward: `reward_mode` (`"joint"` | `"magrpo"`), `reward_weights` (:class:`~llm_marl_envs.core.rewards.RewardWeights`
   or a dict), `similarity` (`"auto"` | `"minilm"` | `"tfidf"`), `magrpo_episode` (MAGRPO mode's episode knobs;
   default: the official app's).
-* observation: `observability` (`"local"` | `"team"`), `max_observation_chars`; limits: `max_turns` (default 3; 1 in
-  MAGRPO mode, as the official writing app), `max_action_chars`; and `render_mode`.
+* observation: `observability` (`"local"` | `"team"`), `max_observation_chars`, `reply_prefixes` (no effect here:
+  prose replies are never started); limits: `max_turns` (default 4; 1 in MAGRPO mode, as the official writing app),
+  `max_action_chars`; and `render_mode`.
 
 ## Observation Space
-A string: the role and its instruction, the action protocol, the source, the agent's own current draft, feedback on
-it (length against target, repetition, structure) and the messages teammates sent it; with `observability="team"`
-also the teammates' current drafts. `env.state()` holds everything (task, all drafts, all messages) for centralized
-training.
+A string, short and plain (`core/observation.py`): the passage once, the agent's own current draft once, feedback on
+it (length against target, repetition, structure, copying) and the messages teammates sent it; with
+`observability="team"` also the teammates' current drafts; then one line of who the agent is, the turn and the
+protocol, and last the role's instruction — from the second turn on followed by "If your part needs no change,
+answer only <done/>." `env.state()` holds everything (task with the whole `article`, all drafts, all messages) for
+centralized training.
 
 ## Action Space
 A string. Free text is the agent's draft (it replaces the previous one; an empty draft part keeps it).
@@ -79,30 +87,31 @@ Numbers and task-owned text only: the same for every agent, and nothing a teamma
 `split`, `role`, `turn`.
 
 ## Episode end
-An agent that writes `<done/>` is terminated and leaves `env.agents` (its draft stays in the team's output). Everyone
-terminates when all said `<done/>` (`end_reason="all_done"`) or when a whole turn from the second on changed no
-draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`).
+An agent that writes `<done/>` is terminated and leaves `env.agents` (its draft stays in the team's output; a reply
+that is only `<done/>` keeps the draft it had). Everyone terminates when all said `<done/>` (`end_reason="all_done"`)
+or when a whole turn from the second on changed no draft (`"converged"`); the agents still live at `max_turns` are
+truncated (`"max_turns"`). Every turn costs `w_t`, so at equal final drafts ending at turn `k` earns
+`w_t·(max_turns − k)` more than playing the budget out.
 
 ## Sample observation and chat
-`env.chat_messages("concise")` after `reset(seed=0, options={"task_id": "news/000"})` (source cut here):
+`env.chat_messages("concise")` after `reset(seed=0, options={"task_id": "news/000"})`:
 
 ```
-[{"role": "system", "content": "You are a careful writer in a small writing team. Write only your own part, in
-  plain prose, with no preamble such as 'Here is'."},
- {"role": "user", "content": "# Role: Concise summary (concise)
-Write a TL;DR of the source: one or two sentences, 15-40 words.
-Turn 1 of 3. Teammates: detailed.
-How to answer: write your part directly; it replaces your previous draft. To message teammates, wrap text in
-<message>...</message> (all) or <message to=\"ROLE\">...</message> (one). Write <done/> when your part is final.
+[{"role": "system", "content": "Write only your own part of the team's text, in plain prose, with no preamble."},
+ {"role": "user", "content": "Source text:
+Hundreds of people have been forced to vacate their homes in the Southern Highlands of New South Wales as strong
+winds today pushed a huge bushfire towards the town of Hill Top. A new blaze near Goulburn, south-west of Sydney, has
+forced the closure of the Hume Highway. At about 4:00pm AEDT, a marked deterioration in the weather as a storm cell
+moved east across the Blue Mountains forced authorities to make a decision to evacuate people from homes in outlying
+streets at Hill Top in the New South Wales southern highlands.
 
-## Task
-Source text:
-Hundreds of people have been forced to vacate their homes in the Southern Highlands of New South Wales ...
-
-## Your current draft
-(none yet)"}]
+You are concise, with detailed. Turn 1 of 4. Notes to teammates go in <message>...</message>.
+Write a TL;DR of the text above in your own words: one sentence of 10-30 words."}]
 ```
-The user message is the agent's observation exactly as `reset`/`step` return it.
+The user message is the agent's observation exactly as `reset`/`step` return it. From turn 2 the draft
+(`Your draft:`), its feedback (`Feedback:`) and messages (`Messages:`) come between the passage and the cue, and the
+offer to end is the last line. Median prompt length with the default model's chat template: 242 tokens a turn (493
+before the passage was the lead; `python -m benchmarks.prompt_tokens`).
 
 ## Reward integrity
 Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 news articles with hand-written
