@@ -53,6 +53,7 @@ from benchmarks.study.episode_log import EpisodeLog
 from benchmarks.study.execution import (
     BATCHING,
     DEFAULT_BATCH_EPISODES,
+    GENERATE_ROWS,
     POLICY_KINDS,
     PolicySpec,
     make_batches,
@@ -120,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="policy: a lockstep batch holds every condition of an env that the same model plays with "
                           "the same token budget (one generate call per turn serves them all); condition: one "
                           "condition per batch (the old schedule, for comparisons)")
+    run.add_argument("--generate-rows", type=int, default=GENERATE_ROWS,
+                     help=f"the most rows (live agents) of one local generate call (default {GENERATE_ROWS})")
     run.add_argument("--ray-address", default=None, help="run batches as Ray tasks: auto, HOST:PORT, ray://...")
     run.add_argument("--ray-cpus-per-task", type=float, default=1.0)
     run.add_argument("--ray-gpus-per-task", type=float, default=0.0)
@@ -437,8 +440,11 @@ def _policy_spec(args: argparse.Namespace) -> PolicySpec:
         raise ValueError("--policy endpoint needs --base-url URL and --endpoint-model NAME")
     if args.model is not None and not Path(args.model).is_dir():
         raise ValueError(f"--model: no model folder at {args.model!r} (leave it out for the offline SmolLM2)")
+    if args.generate_rows < 1:
+        raise ValueError(f"--generate-rows: expected >= 1, got {args.generate_rows}")
     return PolicySpec(kind=args.policy, model=args.model, dtype=args.dtype, base_url=args.base_url,
-                      endpoint_model=args.endpoint_model, api_key_env=args.api_key_env)
+                      endpoint_model=args.endpoint_model, api_key_env=args.api_key_env,
+                      generate_rows=args.generate_rows)
 
 
 def _write_record(out: Path, parts: dict[str, Any], digest: str, argv: Sequence[str] | None) -> None:

@@ -52,6 +52,8 @@ class PolicySpec:
     base_url: str | None = None
     endpoint_model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    generate_rows: int = GENERATE_ROWS
+    """The most rows of one local ``generate`` call (execution, like the batch size: not in :meth:`to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """What decides the outcomes (the key's name is kept, never the key)."""
@@ -124,7 +126,7 @@ _POLICIES: dict[Any, Any] = {}
 def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> Any:
     """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given)."""
     if team_dir is not None and spec.kind != "scripted":
-        key = ("team", team_dir, spec.dtype)
+        key = ("team", team_dir, spec.dtype, spec.generate_rows)
         if key not in _POLICIES:
             from baselines.policies.adapters import load_team_manifest
             from trainers.generation import TeamModel
@@ -132,14 +134,14 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
             manifest = load_team_manifest(team_dir)
             adapters = {role: Path(team_dir) / folder for role, folder in manifest.roles.items()}
             _POLICIES[key] = TeamModel.load(list(manifest.roles), manifest.base_model, dtype=spec.dtype,
-                                            adapters=adapters)
+                                            adapters=adapters, max_batch_rows=spec.generate_rows)
         return _POLICIES[key].as_rollout_policy(settings, logprobs=False)
     key = ("base", spec)
     if key not in _POLICIES:
         from baselines.policies import make_policy
 
         if spec.kind == "local":
-            _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype, batch_size=GENERATE_ROWS)
+            _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype, batch_size=spec.generate_rows)
         elif spec.kind == "endpoint":
             _POLICIES[key] = make_policy("endpoint", base_url=spec.base_url, model=spec.endpoint_model,
                                          api_key_env=spec.api_key_env)
@@ -165,7 +167,7 @@ class _CountedLocal:
 
         batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
         return generate_records(self.policy.loaded, batch, self.settings, batch_size=self.policy.batch_size,
-                                logprobs=False)
+                                logprobs=False, share_prefix=self.policy.share_prefix)
 
 
 # ---------------------------------------------------------------------------------------------------------- a batch

@@ -934,6 +934,9 @@ HOW_TO_READ = f"""\
   `(w_q + w_c)·quality`, a team `w_q·quality + w_c·consistency`.
 - **Trained against each condition.** The same differences for every condition the study ran (`base`,
   `single_oneshot`...), pooled over the team sizes both ran.
+- **Turns to the end.** How many episodes of each condition ended at each turn, the share that ended before their
+  turn budget, and how they ended (`end_reason`: e.g. `converged`, `solved`, `max_turns`). The seeds' "3.1x fewer
+  turns" needs endings before the budget: with every episode at the budget, no condition can take fewer turns.
 - **Against the seeds' figures.** Each cell is `{REFERENCE}` against one other condition, pooled over envs and team
   sizes (only the env × team-size cells both ran). Turns: `baseline / trained` ("x fewer"). Consistency columns:
   relative change `(trained − baseline) / baseline`. Rates: relative change and, in brackets, percentage points
