@@ -28,8 +28,8 @@ def test_conditions_the_base_model_plays_with_one_token_budget_share_a_batch():
     teams = {("writing", 2): "teams/writing-2", ("coding", 2): "teams/coding-2"}
     batches = make_batches(plan, 32, teams, design())
     by_conditions = {(b.env, b.conditions): b for b in batches}
-    # Coding: every role has the same budget (160), so the untrained team, its adapters-off twin and the single agent
-    # share one batch; writing's single agent (192 tokens for its whole text) keeps its own.
+    # Coding: every role has the same token budget, so the untrained team, its adapters-off twin and the single agent
+    # share one batch; writing's single agent (a larger budget: its whole text) keeps its own.
     assert set(by_conditions) == {
         ("coding", ("trained",)), ("coding", ("untrained", "single", "base")),
         ("writing", ("trained",)), ("writing", ("untrained", "base")), ("writing", ("single",)),
