@@ -99,11 +99,13 @@ def test_pairs_set_episodes_per_cell_by_team_size():
 def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_path, monkeypatch, capsys):
     """The shipped teams cover size 2 only: sizes 3 and 4 play every other condition, with a note, not a crash. (The
     scripted policy stands in for the model; the teams are resolved as for a real run.)"""
-    from baselines.teams import builtin_teams
+    import baselines.teams
     from benchmarks.study import cli
 
-    shipped = sorted(builtin_teams())
-    assert shipped and {size for _, size in shipped} == {2}, "update this test when teams of sizes 3-4 ship"
+    two = {cell: folder for cell, folder in baselines.teams.builtin_teams().items() if cell[1] == 2}
+    assert set(two) == {("writing", 2), ("coding", 2)}
+    monkeypatch.setattr(baselines.teams, "builtin_teams", lambda: dict(two))  # as if only size 2 shipped
+    shipped = sorted(two)
     monkeypatch.setattr(cli, "_team_fingerprint", lambda directory: {"dir": str(directory)})
     argv = ["--preset", "results", "--pairs", "1", "--tasks", "1", *SCRIPTED, "--no-report", "--out", str(tmp_path)]
     args = build_parser().parse_args(argv)
@@ -119,7 +121,7 @@ def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_pat
     out = capsys.readouterr().out
     assert "note: no trained team for coding with 3 agents, coding with 4 agents, writing with 3 agents" in out
     # Teams given by folder must cover every cell: a missing one is still an error.
-    assert main(["--adapters", str(shipped and builtin_teams()[shipped[0]]), "--sizes", "2", "3",
+    assert main(["--adapters", str(two[shipped[0]]), "--sizes", "2", "3",
                  "--similarity", "tfidf", "--out", str(tmp_path / "x")]) == 2
     assert "--adapters: no team for" in capsys.readouterr().err
 
