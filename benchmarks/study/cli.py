@@ -116,13 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--train-steps", type=int, default=None, help="MAGRPO steps per team (with --train)")
     run = parser.add_argument_group("execution")
     run.add_argument("--batch-size", type=int, default=None,
-                     help=f"episodes per lockstep batch (default {DEFAULT_BATCH_EPISODES})")
+                     help=f"the most episodes of a lockstep batch (default {DEFAULT_BATCH_EPISODES}; with "
+                          "--batching policy a batch also holds at most --generate-rows agents)")
     run.add_argument("--batching", choices=tuple(BATCHING), default="policy",
                      help="policy: a lockstep batch holds every condition of an env that the same model plays with "
                           "the same token budget (one generate call per turn serves them all); condition: one "
                           "condition per batch (the old schedule, for comparisons)")
     run.add_argument("--generate-rows", type=int, default=GENERATE_ROWS,
-                     help=f"the most rows (live agents) of one local generate call (default {GENERATE_ROWS})")
+                     help=f"the most rows of one local generate call (default {GENERATE_ROWS})")
     run.add_argument("--ray-address", default=None, help="run batches as Ray tasks: auto, HOST:PORT, ray://...")
     run.add_argument("--ray-cpus-per-task", type=float, default=1.0)
     run.add_argument("--ray-gpus-per-task", type=float, default=0.0)
@@ -228,7 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     waiting = {e.key for e in pending}
     progress = StudyProgress([turn_budgets[e.condition] for e in plan],
                              done=[turn_budgets[e.condition] for e in plan if e.key not in waiting])
-    batches = make_batches(pending, batch_size, team_dirs, design, args.batching)
+    batches = make_batches(pending, batch_size, team_dirs, design, args.batching,
+                           max_rows=policy.generate_rows if args.batching == "policy" else None)
 
     def on_rows(rows: list[dict[str, Any]]) -> None:
         fresh = [row for row in rows if row["key"] not in log.rows]

@@ -34,10 +34,12 @@ BATCHING: dict[str, str] = {
     "condition": "one batch per condition and env (the schedule before conditions shared batches)",
 }
 """How pending episodes are grouped into lockstep batches (``--batching``)."""
-DEFAULT_BATCH_EPISODES = 32
-"""Episodes per lockstep batch by default (``--batch-size``)."""
+DEFAULT_BATCH_EPISODES = 64
+"""The most episodes of a lockstep batch by default (``--batch-size``); a batch also holds at most
+``generate_rows`` agents."""
 GENERATE_ROWS = 64
-"""The most rows (live agents of a batch's episodes) the local base model generates for in one call."""
+"""The most rows of one local generate call (``--generate-rows``), and the most agents of a lockstep batch, so a
+turn's requests fill one call."""
 
 
 @dataclass(frozen=True)
@@ -91,12 +93,15 @@ def make_batches(
     teams: Mapping[tuple[str, int], str] | None = None,
     design: StudyDesign | None = None,
     batching: str = "policy",
+    max_rows: int | None = None,
 ) -> list[Batch]:
-    """Group pending episodes into lockstep batches of at most ``batch_size``, in plan order within each group.
+    """Group pending episodes into lockstep batches of at most ``batch_size`` episodes and ``max_rows`` agents (the
+    rows of a turn's generate call; ``None``: no cap), in plan order within each group.
 
     ``batching="policy"``: a group is one env, one model (the base model, or one trained team) and one token budget
     (``design.token_budget``; without a design, every condition of an env shares one); ``"condition"``: one
-    condition and env (and team) per group.
+    condition and env (and team) per group. Capping agents rather than episodes alone keeps a turn's call full
+    whatever the team size: 64 rows are 64 single agents, 32 pairs or 16 teams of four.
     """
     if batching not in BATCHING:
         raise ValueError(f"batching: expected one of {tuple(BATCHING)}, got {batching!r}")
@@ -113,8 +118,15 @@ def make_batches(
         groups.setdefault(key, []).append(episode)
     batches = []
     for (env, team, *_), episodes in groups.items():
-        for start in range(0, len(episodes), batch_size):
-            batches.append(Batch(env, tuple(episodes[start:start + batch_size]), team))
+        current: list[PlannedEpisode] = []
+        for episode in episodes:
+            rows = sum(e.num_agents for e in current) + episode.num_agents
+            if current and (len(current) == batch_size or (max_rows is not None and rows > max_rows)):
+                batches.append(Batch(env, tuple(current), team))
+                current = []
+            current.append(episode)
+        if current:
+            batches.append(Batch(env, tuple(current), team))
     return batches
 
 

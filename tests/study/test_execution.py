@@ -4,6 +4,7 @@ hand-made trajectories, and one progress line per turn of a running batch (with 
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from collections import Counter
 
@@ -48,6 +49,24 @@ def test_conditions_the_base_model_plays_with_one_token_budget_share_a_batch():
     assert coding == [e for e in plan if e.env == "coding" and e.condition != "trained"]
     with pytest.raises(ValueError, match="batching: expected one of"):
         make_batches(plan, 3, teams, design(), batching="random")
+
+
+def test_a_batch_holds_at_most_max_rows_agents_so_a_turn_fills_one_generate_call():
+    study = design(team_sizes=(2, 4), conditions=("untrained", "single"), cell_episodes={2: 10, 4: 10},
+                   max_new_tokens=48)
+    batches = make_batches(study.plan(), 64, {}, study, max_rows=16)
+    rows = [sum(e.num_agents for e in b.episodes) for b in batches]
+    assert max(rows) <= 16 and all(len(b.episodes) <= 64 for b in batches)
+    # Packed in plan order: a batch closes only when the next episode would not fit.
+    for batch, following in itertools.pairwise(batches):
+        if batch.env == following.env:
+            assert sum(e.num_agents for e in batch.episodes) + following.episodes[0].num_agents > 16
+    assert sum(len(b.episodes) for b in batches) == len(study.plan())
+    # Plan order per env: 10 pairs (20 rows), 10 single agents, 10 teams of four (40 rows), 10 single agents again:
+    # 8 pairs | 2 pairs + 10 singles | 4 fours | 4 fours | 2 fours + 8 singles | 2 singles.
+    writing = [b for b in batches if b.env == "writing"]
+    assert [len(b.episodes) for b in writing] == [8, 12, 4, 4, 10, 2]
+    assert [sum(e.num_agents for e in b.episodes) for b in writing] == [16, 14, 16, 16, 16, 2]
 
 
 def test_one_override_budget_puts_every_base_model_condition_of_an_env_in_one_batch():
