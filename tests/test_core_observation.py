@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 from envs_helpers import ARTICLE_ACTIONS, coding_env, writing_env
 
-from llm_marl_envs.core.observation import DONE_OFFER, FEEDBACK_LABEL, OWN_DRAFT_LABEL, PROTOCOL_HELP
+from llm_marl_envs.core.observation import (
+    DONE_OFFER,
+    FEEDBACK_LABEL,
+    OWN_DRAFT_LABEL,
+    PROTOCOL_HELP,
+    REPLACES_DRAFT,
+)
 from llm_marl_envs.envs.coding.roles import FENCE, MAIN_CALL_START
 from llm_marl_envs.envs.writing.tasks import SOURCE_WORDS, lead, load_writing_tasks
 
@@ -22,8 +28,9 @@ def test_a_writing_observation_holds_each_thing_once_and_the_cue_last() -> None:
     source = env.task["source"]
     first = obs["concise"]
     assert first.count(source) == 1 and first.startswith("Source text:\n")
-    assert first.endswith(env.roles["concise"].instruction_for(env.task))  # the instruction is the last line
-    assert PROTOCOL_HELP in first and DONE_OFFER not in first  # nothing to end before a first draft
+    # The instruction, then the offer to end, are the last lines (a part may be final at once).
+    assert first.endswith(f"{env.roles['concise'].instruction_for(env.task)}\n{DONE_OFFER}")
+    assert PROTOCOL_HELP in first and REPLACES_DRAFT not in first  # no draft to replace yet
     assert OWN_DRAFT_LABEL not in first and FEEDBACK_LABEL not in first  # empty sections are left out
 
     draft = ARTICLE_ACTIONS["concise"]
@@ -32,7 +39,7 @@ def test_a_writing_observation_holds_each_thing_once_and_the_cue_last() -> None:
     assert second.count(source) == 1 and second.count(draft) == 1
     assert f"{FEEDBACK_LABEL}\nLength: " in second and "From detailed: I cover who." in second
     assert ARTICLE_ACTIONS["detailed"] not in second  # a teammate's draft stays private
-    assert second.endswith(DONE_OFFER) and f"Turn 2 of {env.max_turns}" in second  # the offer to end: last, turn 2+
+    assert second.endswith(DONE_OFFER) and f"Turn 2 of {env.max_turns}" in second and REPLACES_DRAFT in second
 
 
 def test_a_reply_of_only_done_keeps_the_draft_and_finishes_the_agent() -> None:
@@ -45,6 +52,23 @@ def test_a_reply_of_only_done_keeps_the_draft_and_finishes_the_agent() -> None:
     _, _, term, _, infos = env.step({"detailed": "<done/>"})
     assert term == {"detailed": True} and infos["detailed"]["end_reason"] == "all_done"
     assert infos["detailed"]["reward_components"]["turns"] == 3  # one turn before the budget of 4
+
+
+def test_resubmitting_the_draft_unchanged_finishes_the_agent() -> None:
+    env = writing_env(num_agents=2, max_turns=4)
+    env.reset(seed=0, options={"task_id": NEWS_TASK})
+    parts = {"concise": ARTICLE_ACTIONS["concise"], "detailed": ARTICLE_ACTIONS["detailed"]}
+    _, _, term, _, infos = env.step(parts)  # turn 1: a first draft is no resubmission
+    assert not any(term.values()) and not infos["concise"]["action"]["resubmitted"]
+    _, _, term, _, infos = env.step({"concise": parts["concise"], "detailed": parts["detailed"] + " It spread."})
+    assert term == {"concise": True, "detailed": False} and infos["concise"]["action"]["resubmitted"]
+    assert not infos["concise"]["action"]["problems"]  # no cost: it is an ending, not a malformed action
+    snapshot = env.snapshot()
+    _, _, term, _, infos = env.step({"detailed": parts["detailed"] + " It spread."})
+    assert term == {"detailed": True} and infos["detailed"]["end_reason"] == "all_done"
+    env.restore(snapshot)  # a message alone keeps the draft but is no resubmission (the turn changed nothing: over)
+    _, _, term, _, infos = env.step({"detailed": "<message>Done here.</message>"})
+    assert not infos["detailed"]["action"]["resubmitted"] and infos["detailed"]["end_reason"] == "converged"
 
 
 def test_ending_early_pays_the_turns_it_saves() -> None:
@@ -115,14 +139,10 @@ def test_the_coding_env_starts_code_replies_and_reads_them_with_or_without_the_s
              "tester": "```python\nassert has_close_elements([1.0], 0.5)\n```", "reviewer": "Looks fine."}
     env.step(continued)
     drafts_from_starts = env.state()["drafts"]
-    # Once a draft holds the role's function the reply is free: the agent may revise in its own words or end.
-    assert all(len(env.chat_messages(agent)) == 2 for agent in env.agents)
+    assert {a: env.chat_messages(a)[-1]["content"] for a in starts} == starts  # started every turn
     env.reset(seed=0, options={"task_id": CODE_TASK})
     env.step(whole)
     assert env.state()["drafts"] == drafts_from_starts
-    env.reset(seed=0, options={"task_id": CODE_TASK})
-    env.step({**whole, "aux": "I will write it next turn."})  # no code: aux's reply is started again
-    assert env.chat_messages("aux")[-1]["content"] == f"{FENCE}def aux("
 
     plain = coding_env(num_agents=2, reply_prefixes=False)
     plain.reset(seed=0, options={"task_id": CODE_TASK})

@@ -60,3 +60,16 @@ def test_hostile_text_never_raises() -> None:
         "<message to=" + '"' * 300 + ">x</message>",
     ]:
         parse_action(text, "aux", TEAM)
+
+
+def test_an_echoed_observation_label_ends_the_reply() -> None:
+    """A small model writes its part and then echoes the prompt's scaffolding: the echo is no part of the draft."""
+    from llm_marl_envs.core.observation import FEEDBACK_LABEL, OWN_DRAFT_LABEL
+
+    text = f"The council closed the bridge.\n\n{FEEDBACK_LABEL}\nLength: 5 words\n<message>hi</message><done/>"
+    parsed = parse_action(text, "aux", TEAM)
+    assert parsed.draft == "The council closed the bridge." and not parsed.messages and not parsed.done
+    assert parsed.problems == ("echoed_observation",)
+    inline = parse_action("The feedback on your draft: it was short.", "aux", TEAM)  # words, not a label line
+    assert inline.is_valid and inline.draft.startswith("The feedback")
+    assert parse_action(f"  {OWN_DRAFT_LABEL}  \nold", "aux", TEAM).problems == ("echoed_observation", "empty_action")

@@ -120,7 +120,13 @@ def test_termination_all_done_converged_and_max_turns(name: str) -> None:
     env.reset(seed=0)
     same = {x: scripted_action(env, x, 1) for x in env.agents}
     env.step(same)
-    _, _, term, trunc, infos = env.step(same)  # nothing changed: converged
+    _, _, term, trunc, infos = env.step(same)  # every part resubmitted unchanged: everyone is done
+    assert all(term.values()) and not any(trunc.values()) and infos[a]["end_reason"] == "all_done"
+    assert all(info["action"]["resubmitted"] for info in infos.values())
+
+    env.reset(seed=0)
+    env.step(same)
+    _, _, term, trunc, infos = env.step({x: "<message>ok</message>" for x in env.agents})  # no draft changed
     assert all(term.values()) and not any(trunc.values()) and infos[a]["end_reason"] == "converged"
 
     env.reset(seed=0)

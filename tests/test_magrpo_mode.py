@@ -37,7 +37,7 @@ def _play(env, turns: list[dict[str, str]]) -> tuple[float, str | None, int]:
 def test_default_turns_follow_the_official_apps() -> None:
     assert coding_env(reward_mode="magrpo").max_turns == 2 == OFFICIAL_EPISODE["coding"].num_turns
     assert writing_env(reward_mode="magrpo").max_turns == 1 == OFFICIAL_EPISODE["writing"].num_turns
-    assert coding_env().max_turns == 3  # joint mode keeps its own default
+    assert coding_env().max_turns == 4 == coding_env().DEFAULT_MAX_TURNS  # joint mode keeps its own default
     with pytest.raises(ValueError, match="the writing app plays 1 turn"):
         writing_env(reward_mode="magrpo", max_turns=3)
     with pytest.raises(ValueError, match=r"disagrees with magrpo_episode\.num_turns=2"):

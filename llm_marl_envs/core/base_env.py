@@ -229,15 +229,19 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
 
         self.turn += 1
         step_tokens = 0
+        resubmitted: dict[str, bool] = {}
         for agent in live:
             action = parsed[agent]
+            resubmitted[agent] = False
             if action.draft:
                 draft = self.normalize_draft(agent, action.draft)
                 if draft:
+                    # The same part again, from the second turn on: the agent has nothing to change, so it is done.
+                    resubmitted[agent] = bool(before[agent]) and draft == before[agent]
                     self.drafts[agent] = draft
                 else:  # e.g. prose where code was asked for: the previous draft stays, and the action is flagged
                     action = parsed[agent] = dataclasses.replace(action, problems=(*action.problems, "no_usable_draft"))
-            self.done[agent] = self.done[agent] or action.done
+            self.done[agent] = self.done[agent] or action.done or resubmitted[agent]
             for outgoing in action.messages:
                 message = Message(agent, outgoing.recipients, outgoing.text, self.turn)
                 self.channel.post(message)
@@ -284,6 +288,8 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             "step_invalid_actions": step_invalid,
         }
         infos = {a: self._step_info(a, parsed[a], sanitized[a], components, assessment, reward) for a in live}
+        for agent in live:
+            infos[agent]["action"]["resubmitted"] = resubmitted[agent]
         if magrpo is not None:
             for info in infos.values():
                 info["magrpo_processed_reward"] = magrpo.processed

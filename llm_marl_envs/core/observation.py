@@ -8,10 +8,9 @@ The text is written for small models, and kept short. SmolLM2-135M-Instruct, the
 scaffolding — Markdown headers, bracketed placeholders, numbered lists of sections — into its answer, and follows the
 last instruction it read best. So an observation is plain labelled paragraphs with no headers or placeholders: first
 what the agent reads (the task once, its own draft once, feedback, messages, teammates' drafts), then one line of who
-it is and how to answer, and last what to write (the instruction; from the second turn on followed by the one-line
-offer to end with ``<done/>``). Empty sections are left out rather than shown as "(none)". Every prompt is read once
-per sample by generation and by the trainer's update, so each line earns its tokens (``benchmarks/prompt_tokens.py``
-measures them).
+it is and how to answer, and last what to write (the instruction, followed by the offer to end with ``<done/>``).
+Empty sections are left out rather than shown as "(none)". Every prompt is read once per sample by generation and by
+the trainer's update, so each line earns its tokens (``benchmarks/prompt_tokens.py`` measures them).
 """
 
 from __future__ import annotations
@@ -28,9 +27,14 @@ PROTOCOL_HELP = "Notes to teammates go in <message>...</message>."
 message). ``<message to="ROLE">`` and the rest are in the env cards; a small model uses the plain form or nothing."""
 
 REPLACES_DRAFT = "Your reply replaces your draft."
-DONE_OFFER = "If your part needs no change, answer only <done/>."
-"""The ending an agent can reach, offered from the second turn on: a reply that is only ``<done/>`` keeps the draft
-and finishes the agent's work (:mod:`llm_marl_envs.core.termination`); the turn cost pays for ending early."""
+DONE_OFFER = "When your part is final, end your reply with:\n<done/>"
+"""The ending an agent can reach, offered every turn (the last lines of the observation): a reply that ends with
+``<done/>`` finishes the agent's work, one that is only ``<done/>`` keeps its draft, and one that resubmits the draft
+unchanged finishes it too (:mod:`llm_marl_envs.core.termination`); the turn cost pays for ending early. Worded for
+SmolLM2-135M: probed on train-split writing tasks (8 episodes, 16 turn-2 replies), "If your part needs no change,
+answer only <done/>." and three other phrasings drew no ``<done/>`` at all; this one, with the tag alone on the last
+line, drew 3 of 16. Offered from the first turn too (a part may be final at once): offered from the second turn
+only, 1 of 8 untrained episodes per env ended before a budget of 4 turns."""
 
 MAX_INBOX_MESSAGES = 8
 """Only the latest messages are shown, so long dialogues keep observations bounded."""
@@ -70,21 +74,17 @@ class ObservationParts:
 
 
 def cue(parts: ObservationParts) -> str:
-    """The end of an observation: who the agent is and the turn, the protocol, the instruction, and from the second
-    turn on the offer to end (the last line: what a small model answers best)."""
+    """The end of an observation: who the agent is and the turn, the protocol, the instruction, and the offer to end
+    (the last lines: what a small model answers best)."""
     if parts.teammates:
         team = f"You are {parts.agent}, with {_joined(parts.teammates)}."
         protocol = f" {PROTOCOL_HELP}"
     else:
         team, protocol = f"You are {parts.agent}, working alone.", ""
-    revising = parts.turn >= 1
     header = f"{team} Turn {parts.turn + 1} of {parts.max_turns}.{protocol}"
-    if revising and parts.own_draft:
+    if parts.own_draft:
         header += f" {REPLACES_DRAFT}"
-    lines = [header, parts.instruction]
-    if revising:
-        lines.append(DONE_OFFER)
-    return "\n".join(lines)
+    return "\n".join([header, parts.instruction, DONE_OFFER])
 
 
 def render_observation(parts: ObservationParts, max_chars: int) -> str:

@@ -5,7 +5,10 @@ An action is free text. Inside it:
 * ``<message>...</message>`` sends the enclosed text to every teammate;
 * ``<message to="ROLE">...</message>`` sends it to one teammate (``to="a,b"`` to several);
 * ``<done/>`` says the agent has finished;
-* everything else, stripped, is the agent's draft of its part.
+* everything else, stripped, is the agent's draft of its part;
+* a line that repeats one of the observation's labels (``Feedback:``, ``Your draft:``...) ends the reply: a small
+  model that echoes its observation writes its part first and then the prompt's scaffolding, which is no part of
+  anything (the problem ``echoed_observation`` is reported).
 
 Parsing never raises on model text. Whatever is wrong (an unclosed tag, an unknown recipient, an empty action) is
 reported in :attr:`ParsedAction.problems`; the env turns problems into a reward cost and an ``infos`` flag.
@@ -16,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+
+from llm_marl_envs.core.observation import CONTEXT_LABELS
 
 _MESSAGE = re.compile(r"<message(?P<attrs>[^>]*)>(?P<body>.*?)</message\s*>", re.DOTALL | re.IGNORECASE)
 _TO_ATTR = re.compile(r"""^\s*to\s*=\s*["']?(?P<to>[^"']*)["']?\s*$""", re.IGNORECASE)
@@ -50,9 +55,13 @@ def parse_action(text: str, sender: str, teammates: Collection[str]) -> ParsedAc
     """Parse ``text``, written by ``sender``, whose messages may go to ``teammates``.
 
     Problems reported: ``empty_action``, ``unclosed_message_tag``, ``empty_message``, ``bad_message_attribute``,
-    ``unknown_recipient:NAME``, ``message_to_self``, ``no_teammates``. A message with no valid recipient is dropped.
+    ``unknown_recipient:NAME``, ``message_to_self``, ``no_teammates``, ``echoed_observation``. A message with no
+    valid recipient is dropped.
     """
     problems: list[str] = []
+    text, echoed = _before_echo(text)
+    if echoed:
+        problems.append("echoed_observation")
     messages: list[OutgoingMessage] = []
     for match in _MESSAGE.finditer(text):
         body = match.group("body").strip()
@@ -72,6 +81,15 @@ def parse_action(text: str, sender: str, teammates: Collection[str]) -> ParsedAc
     if not draft and not messages and not done:
         problems.append("empty_action")
     return ParsedAction(draft=draft, messages=tuple(messages), done=done, problems=tuple(problems))
+
+
+def _before_echo(text: str) -> tuple[str, bool]:
+    """``text`` up to its first line that is an observation label, and whether there was one."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if line.strip() in CONTEXT_LABELS:
+            return "".join(lines[:index]), True
+    return text, False
 
 
 def _recipients(attrs: str, sender: str, teammates: Collection[str], problems: list[str]) -> tuple[str, ...]:

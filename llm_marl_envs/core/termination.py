@@ -1,7 +1,9 @@
 """When an episode ends.
 
 * An agent that says ``<done/>`` is finished: it is *terminated* and leaves ``env.agents``; its last draft stays in
-  the team's output (a reply that is only ``<done/>`` keeps the draft it had).
+  the team's output (a reply that is only ``<done/>`` keeps the draft it had). So is an agent that resubmits its
+  draft unchanged: it has nothing more to change (a small model that copies its draft when told "revise" ends
+  instead of idling through the budget).
 * The episode *terminates* for everyone when the task says the team's output is solved (the coding env: the team's
   program passes every visible test), when every agent has said ``<done/>``, or when a whole turn changed no live
   agent's draft (the team has converged; from the second turn on).

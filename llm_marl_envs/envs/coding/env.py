@@ -38,9 +38,9 @@ A string, short and plain (`core/observation.py`): the problem once (the entry p
 code: imports, given helpers, the signature line), and where the dataset describes a useful helper
 (`Helper: aux(word) returns ...`) that line for every team role — `main` learns the helper's signature from the task
 and from messages, never from `aux`'s draft; then the agent's own current code, feedback and messages to it; then
-one line of who the agent is, the turn and the protocol, and last the role's instruction — from the second turn on
-followed by "If your part needs no change, answer only <done/>." `observability="team"` adds teammates' current
-drafts. Median prompt length with the default model's chat template: 323 tokens a turn (388 before;
+one line of who the agent is, the turn and the protocol, and last the role's instruction followed by the offer to end
+("When your part is final, end your reply with:" and `<done/>` on the last line). `observability="team"` adds
+teammates' current drafts. Median prompt length with the default model's chat template: 323 tokens a turn (388 before;
 `python -m benchmarks.prompt_tokens`); the problem text itself is most of it and is shown whole.
 Feedback holds only task-owned text and the agent's own errors: syntax errors in its own code, and for each *visible*
 test its assert and verdict (`passed`, `failed`, `timeout`, or `error` with the exception's type when it is a builtin
@@ -52,14 +52,15 @@ info.
 ## Action Space
 A string. Code may be wrapped in a ```python fence (the env extracts it). `<message>`/`<done/>` as in every env.
 
-Started replies: until an agent's draft holds what its role must write, `env.chat_messages(agent)` ends with an
-assistant message that starts its reply — `aux`: a code fence and `def aux(` (MAGRPO's format line); `main`: the
-entry point's signature and a first line `result = aux(`; `solo`: the signature; the tester: `assert ENTRY(`. A
-policy renders it with `apply_chat_template(..., continue_final_message=True)` and returns the start plus the
-continuation as the action (the HF backends here do); a reply that does not begin with it is read the same way.
-The observation string never holds it; `reply_prefixes=False` turns it off. Why: untrained, SmolLM2-135M's `aux`
-copied the entry point's signature instead of writing `aux` (0 of 16 held-out episodes defined it) and its `main`
-never called `aux`.
+Started replies: every turn, `env.chat_messages(agent)` ends with an assistant message that starts the code roles'
+replies — `aux`: a code fence and `def aux(` (MAGRPO's format line); `main`: the entry point's signature and a first
+line `result = aux(`; `solo`: the signature; the tester: `assert ENTRY(`. A policy renders it with
+`apply_chat_template(..., continue_final_message=True)` and returns the start plus the continuation as the action
+(the HF backends here do); a reply that does not begin with it is read the same way. The observation string never
+holds it; `reply_prefixes=False` turns it off. Why: untrained, SmolLM2-135M's `aux` copied the entry point's
+signature instead of writing `aux` (0 of 16 held-out episodes defined it) and its `main` never called `aux`; started
+on the first turn only, a free second reply undid it. A started reply ends the agent's work by ending with `<done/>`
+or by resubmitting its code unchanged.
 
 ## Rewards
 Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t`, `S = w_q·quality + w_c·consistency`
@@ -96,7 +97,8 @@ task-owned text only: the same for every agent, and nothing a teammate wrote. Af
 The episode ends for everyone when the team's program passes every *visible* test (`end_reason="solved"`; joint
 mode only, MAGRPO mode keeps the official episode); the held-out tests still decide quality, so special-casing the
 visible asserts ends early and earns little. An agent that writes `<done/>` is terminated and leaves `env.agents`
-(its draft stays in the team's output; a reply that is only `<done/>` keeps it). Everyone terminates when all said
+(its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
+code unchanged (from its second draft on). Everyone terminates when all said
 `<done/>` (`"all_done"`) or when a whole turn from the second on changed no draft (`"converged"`); the agents still
 live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
 
@@ -271,12 +273,11 @@ class CodingEnv(CollaborativeTextEnv):
         return observations, infos
 
     def reply_prefix(self, agent: str) -> str:
-        """The code fence and first words of ``agent``'s reply (:func:`~llm_marl_envs.envs.coding.roles.reply_prefix`)
-        until its draft holds its role's function: ``def aux(`` for the helper, the entry point's signature (and, for
-        ``main``, a first line calling ``aux``) for ``main`` and ``solo``, ``assert ENTRY(`` for the tester; the
-        reviewer's reply is free."""
+        """The code fence and first words of ``agent``'s reply (:func:`~llm_marl_envs.envs.coding.roles.reply_prefix`):
+        ``def aux(`` for the helper, the entry point's signature (and, for ``main``, a first line calling ``aux``) for
+        ``main`` and ``solo``, ``assert ENTRY(`` for the tester; the reviewer's reply is free."""
         self._require_reset()
-        return reply_prefix(self._known(agent), self.task, self.drafts[agent])
+        return reply_prefix(self._known(agent), self.task)
 
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with

@@ -13,11 +13,13 @@ signature line). Where the dataset describes a useful helper (``helper_hint``, e
 ``aux``'s draft; without a hint the two agree by message. The team's program is the prompt's preamble (imports,
 given helpers), then ``aux``'s code, then ``main``'s.
 
-Replies may be started for the model (:func:`reply_prefix`, the env's ``reply_prefixes``) until the agent's draft
-holds what its role must write: ``aux``'s opens a code fence and ``def aux(`` (MAGRPO's format line
-``def aux(...):``), ``main``'s the entry point's signature line and a first line that calls ``aux``, ``solo``'s the
-signature, the tester's ``assert ENTRY_POINT(``. A small model then writes the right function instead of copying
-the signature it read, and ``main`` uses the helper at all; from the next turn on its reply is its own.
+Replies may be started for the model (:func:`reply_prefix`, the env's ``reply_prefixes``), every turn: ``aux``'s
+opens a code fence and ``def aux(`` (MAGRPO's format line ``def aux(...):``), ``main``'s the entry point's signature
+line and a first line that calls ``aux``, ``solo``'s the signature, the tester's ``assert ENTRY_POINT(``. A small
+model then writes the right function instead of copying the signature it read, and ``main`` uses the helper at
+all. Every turn, because a free reply undid it: probed on train-split tasks with the start on the first turn only,
+the helper's final draft defined ``aux`` in 2 of 8 episodes (7 of 8 after turn 1). A started reply ends an agent's
+work by ending with ``<done/>`` or by resubmitting its code unchanged.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import re
 
 from llm_marl_envs.core.roles import Role, team_for
 from llm_marl_envs.core.tasks import Task
-from llm_marl_envs.envs.coding.program import defined_functions, extract_asserts, split_prompt
+from llm_marl_envs.envs.coding.program import split_prompt
 
 HELPER_NAME = "aux"
 FENCE = "```python\n"
@@ -96,20 +98,16 @@ matter, so no MAGRPO group ever varied on using it. The call's arguments, and wh
 are the model's; the reward still pays only what the tests and counterfactuals measure."""
 
 
-def reply_prefix(role: str, task: Task, draft: str = "") -> str:
-    """How ``role``'s reply starts when the env starts it for the model (see the module docstring); ``""``: free.
-
-    Only until the role's ``draft`` holds what the role must write (``aux`` a function ``aux``, ``main``/``solo`` the
-    entry point, the tester an assert): from then on the reply is free, so an agent can revise in its own words or
-    answer only ``<done/>``."""
-    entry_point = task["entry_point"]
-    if role == HELPER_NAME and HELPER_NAME not in defined_functions(draft):
+def reply_prefix(role: str, task: Task) -> str:
+    """How ``role``'s reply starts when the env starts it for the model (see the module docstring); ``""``: free."""
+    if role == HELPER_NAME:
         return f"{FENCE}def {HELPER_NAME}("
-    if role in ("main", "solo") and entry_point not in defined_functions(draft):
-        start = f"\n{MAIN_CALL_START}" if role == "main" else ""
-        return f"{FENCE}{signature(task)}{start}"
-    if role == "tester" and not extract_asserts(draft):
-        return f"{FENCE}assert {entry_point}("
+    if role == "main":
+        return f"{FENCE}{signature(task)}\n{MAIN_CALL_START}"
+    if role == "solo":
+        return f"{FENCE}{signature(task)}"
+    if role == "tester":
+        return f"{FENCE}assert {task['entry_point']}("
     return ""
 
 

@@ -42,9 +42,9 @@ and/or its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limi
 A string, short and plain (`core/observation.py`): the passage once, the agent's own current draft once, feedback on
 it (length against target, repetition, structure, copying) and the messages teammates sent it; with
 `observability="team"` also the teammates' current drafts; then one line of who the agent is, the turn and the
-protocol, and last the role's instruction — from the second turn on followed by "If your part needs no change,
-answer only <done/>." `env.state()` holds everything (task with the whole `article`, all drafts, all messages) for
-centralized training.
+protocol, and last the role's instruction followed by the offer to end ("When your part is final, end your reply
+with:" and `<done/>` on the last line). `env.state()` holds everything (task with the whole `article`, all drafts,
+all messages) for centralized training.
 
 ## Action Space
 A string. Free text is the agent's draft (it replaces the previous one; an empty draft part keeps it).
@@ -88,7 +88,9 @@ Numbers and task-owned text only: the same for every agent, and nothing a teamma
 
 ## Episode end
 An agent that writes `<done/>` is terminated and leaves `env.agents` (its draft stays in the team's output; a reply
-that is only `<done/>` keeps the draft it had). Everyone terminates when all said `<done/>` (`end_reason="all_done"`)
+that is only `<done/>` keeps the draft it had); so is an agent that resubmits its draft unchanged. A line of the reply
+that repeats an observation label (`Feedback:`...) ends it: the echo is no part of the draft (and is flagged
+`echoed_observation`, an invalid action). Everyone terminates when all said `<done/>` (`end_reason="all_done"`)
 or when a whole turn from the second on changed no draft (`"converged"`); the agents still live at `max_turns` are
 truncated (`"max_turns"`). Every turn costs `w_t`, so at equal final drafts ending at turn `k` earns
 `w_t·(max_turns − k)` more than playing the budget out.
