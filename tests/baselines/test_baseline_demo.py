@@ -53,7 +53,13 @@ def test_scripted_demo_on_both_envs_writes_json(tmp_path: Path, capsys: pytest.C
     assert re.search(r"4/4 episodes · 8 turns, [\d.]+ s elapsed, ETA 0.0 s$", progress[-1])
     data = json.loads(report.read_text())
     assert data["baseline"] == "one_round_discussion"
-    assert data["settings"]["max_new_tokens"] == {"writing": 128, "coding": 160}  # each env's budget for its roles
+    from llm_marl_envs.registry import make_env
+
+    budgets = {
+        name: make_env(name, num_agents=3, similarity="tfidf").suggested_max_new_tokens()
+        for name in ("writing", "coding")
+    }
+    assert data["settings"]["max_new_tokens"] == budgets  # each env's budget for its roles
     episodes = data["episodes"]
     assert [e["env"] for e in episodes] == ["writing", "writing", "coding", "coding"]
     assert all(len(e["agents"]) == 3 and e["turns"] == 2 for e in episodes)
@@ -72,7 +78,7 @@ def test_every_demo_option_has_help_and_defaults_appear_once() -> None:
         assert action.help and action.help.strip(), f"{action.option_strings} has no help text"
     text = " ".join(parser.format_help().split("options:")[1].split())  # the option list, unwrapped
     assert "(default: None)" not in text
-    model_help = text[text.index("--model MODEL"):text.index("--dtype")]
+    model_help = text[text.index("--model MODEL") : text.index("--dtype")]
     assert " ".join(model_help.split()).count("(default:") == 1
     assert "(default: 2)" in text and "(default: local)" in text  # real defaults are still shown
 

@@ -129,7 +129,7 @@ def test_rows_are_the_tasks_our_trainer_draws_and_each_formatter_gives_its_agent
         assert row["task_id"] == env.task.task_id and row["split"] == "train"
         prompts = [bridge.formatter(i)(row) for i in range(2)]
         assert prompts == [_rendered(tokenizer, env, agent) for agent in env.possible_agents]
-        assert prompts[0] != prompts[1] and "(concise)" in prompts[0] and "(concise)" not in prompts[1]
+        assert prompts[0] != prompts[1] and "You are concise" in prompts[0] and "You are concise" not in prompts[1]
     assert bridge.formatter("detailed")(dataset[0]) == bridge.formatters[1](dataset[0])
 
 
@@ -288,7 +288,7 @@ def test_two_steps_with_the_default_model_on_coding_in_the_docker_sandbox() -> N
     try:
         for tree, seed in zip(trees, [0, 1], strict=True):
             _check_tree_against_env(tree, env, trainer.tokenizer, seed)
-            assert "(aux)" in tree["prompts"][0] and "(main)" in tree["prompts"][1]
+            assert "You are aux" in tree["prompts"][0] and "You are main" in tree["prompts"][1]
     finally:
         env.close()
         trainer.bridge.close()

@@ -57,7 +57,7 @@ def test_each_row_is_its_agents_own_chat_after_reset_with_its_seed(short_tasks: 
     # Each role sees its own observation: the two roles' prompts of one seed differ, each names its own role.
     concise, detailed = dataset[0]["prompt"], dataset[1]["prompt"]
     assert concise != detailed
-    assert "(concise)" in concise[-1]["content"] and "(concise)" not in detailed[-1]["content"]
+    assert "You are concise" in concise[-1]["content"] and "You are concise" not in detailed[-1]["content"]
 
 
 def test_a_count_of_seeds_means_seeds_zero_to_n_on_the_default_writing_and_coding_envs() -> None:
