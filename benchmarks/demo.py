@@ -81,7 +81,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--base-url", default=None, help="endpoint policy: e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--endpoint-model", default=None, help="endpoint policy: served model name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="endpoint policy: env var with the key")
-    parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
+    parser.add_argument("--executor", default="auto", choices=("auto", "docker", "bwrap", "local"),
+                        help="coding env executor")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON")
     parser.set_defaults(func=run)
 

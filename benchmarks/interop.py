@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--split", default="train", choices=("train", "eval"), help="task split (default train)")
     parser.add_argument("--similarity", default="tfidf", choices=("tfidf", "minilm", "auto"),
                         help="the env's similarity backend (default tfidf: no embedding model to load)")
-    parser.add_argument("--executor", default="auto", choices=("auto", "docker", "local"),
+    parser.add_argument("--executor", default="auto", choices=("auto", "docker", "bwrap", "local"),
                         help="coding: the sandbox backend (default auto: Docker when it answers)")
     parser.add_argument("--dataset", default=None, help="the env's dataset name or a .jsonl path (default: the env's)")
     parser.add_argument("--full-finetune", action="store_true",

@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "initialisation; the same held-out tasks) and report the ratio's spread; overrides --seed")
     parser.add_argument("--similarity", default="tfidf", choices=("tfidf", "minilm", "auto"),
                         help="the env's similarity backend (default tfidf)")
-    parser.add_argument("--executor", default="auto", choices=("auto", "docker", "local"), help="coding's sandbox")
+    parser.add_argument("--executor", default="auto", choices=("auto", "docker", "bwrap", "local"),
+                        help="coding's sandbox")
     parser.add_argument("--peer-finetuning", default="lora", choices=("lora", "full"),
                         help="CoMLRL's trainable parameters: our LoRA (default) or full fine-tuning (its default)")
     parser.add_argument("--only", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS),

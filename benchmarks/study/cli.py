@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--top-p", type=float, default=None)
     design.add_argument("--similarity", choices=("auto", "minilm", "tfidf"), default=None,
                         help="similarity backend (auto: MiniLM, the seeds' consistency measure)")
-    design.add_argument("--executor", choices=("auto", "docker", "local"), default=None,
+    design.add_argument("--executor", choices=("auto", "docker", "bwrap", "local"), default=None,
                         help="coding env's unit-test executor")
     design.add_argument("--dataset", nargs="+", default=None, metavar="ENV=PATH",
                         help="your own tasks per env: coding=PATH.jsonl (HumanEval's schema), writing=PATH.jsonl "

@@ -25,9 +25,10 @@ fields as flat keywords, validated with errors that name the field:
   `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema; `split` (`"train"`/`"eval"`);
   `split_scheme` (`"hash"`, or `"official"`: MAGRPO's slices); `magrpo_harness` (`"strict"`, or `"official"`: the
   official code's program and test assembly for MAGRPO mode's reward);
-* sandbox: `executor` — `"auto"` (Docker when an engine and the sandbox image answer, else local), `"docker"`,
-  `"local"`, or an :class:`~llm_marl_envs.sandbox.Executor` instance; `timeout_s`/`memory_mb` are the per-run limits
-  of named backends; `cache_verdicts`: one verdict cache per executor shared by every env of the process (identical
+* sandbox: `executor` — `"auto"` (Docker when an engine and the sandbox image answer, else the `bwrap` sandbox,
+  else an error that says how to get isolation: never the unisolated `"local"` silently), `"docker"`, `"bwrap"`,
+  `"local"` (no isolation: by name only), or an :class:`~llm_marl_envs.sandbox.Executor` instance;
+  `timeout_s`/`memory_mb` are the per-run limits of named backends; `cache_verdicts`: one verdict cache per executor shared by every env of the process (identical
   programs, frequent among the G samples of a group, run once);
 * reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
   `magrpo_episode`; `observability`, `max_observation_chars`, `reply_prefixes` — start code replies for the model,
