@@ -28,8 +28,8 @@ fields as flat keywords, validated with errors that name the field:
 * sandbox: `executor` — `"auto"` (Docker when an engine and the sandbox image answer, else the `bwrap` sandbox,
   else an error that says how to get isolation: never the unisolated `"local"` silently), `"docker"`, `"bwrap"`,
   `"local"` (no isolation: by name only), or an :class:`~llm_marl_envs.sandbox.Executor` instance;
-  `timeout_s`/`memory_mb` are the per-run limits of named backends; `cache_verdicts`: one verdict cache per executor shared by every env of the process (identical
-  programs, frequent among the G samples of a group, run once);
+  `timeout_s`/`memory_mb` are the per-run limits of named backends; `cache_verdicts`: one verdict cache per executor
+  shared by every env of the process (identical programs, frequent among the G samples of a group, run once);
 * reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
   `magrpo_episode`; `observability`, `max_observation_chars`, `reply_prefixes` — start code replies for the model,
   below —; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`), and `render_mode`.
