@@ -10,16 +10,20 @@ from typing import Any
 from pettingzoo import AECEnv
 from pettingzoo.utils import parallel_to_aec
 
+from llm_marl_envs.envs.writing import env as _card
 from llm_marl_envs.envs.writing.env import WritingEnv
 
 raw_env = WritingEnv
 
 
 def parallel_env(**kwargs: Any) -> WritingEnv:
-    """The writing env as a PettingZoo ParallelEnv (keyword arguments: see the card)."""
     return WritingEnv(**kwargs)
 
 
 def env(**kwargs: Any) -> AECEnv:
     """The writing env through the AEC API (``parallel_to_aec``, which adds order enforcing)."""
     return parallel_to_aec(parallel_env(**kwargs))
+
+
+# help(parallel_env) shows the env card (its keyword arguments, spaces, rewards and endings), not only "(**kwargs)".
+parallel_env.__doc__ = f"The writing env as a ParallelEnv: ``WritingEnv(**kwargs)``.\n\n{_card.__doc__ or ''}"

@@ -228,3 +228,15 @@ def _with_marker(action: str, marker: str) -> str:
     if "```python\n" in action:
         return action.replace("```python\n", f"```python\n# {marker}\n", 1)
     return f"{marker} {action}"
+
+
+@pytest.mark.parametrize("module", [writing_v0, coding_v0], ids=["writing", "coding"])
+def test_help_on_parallel_env_shows_the_env_card(module) -> None:
+    import pydoc
+
+    card = sys.modules[module.raw_env.__module__].__doc__
+    shown = pydoc.render_doc(module.parallel_env, renderer=pydoc.plaintext)
+    # The whole card (its spaces, rewards and keyword arguments), not only "(**kwargs)".
+    assert "## Observation Space" in shown and "## Rewards" in card
+    assert card.strip().splitlines()[-1].strip() in shown
+    assert module.raw_env.metadata["name"] in shown
