@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from baselines.policies.base import GenerationSettings, Policy
+from llm_marl_baselines.policies.base import GenerationSettings, Policy
 from llm_marl_envs import rollout
 from llm_marl_envs.core.prompts import frame_observation, sequential_observation
 from llm_marl_envs.registry import make_env

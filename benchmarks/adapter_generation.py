@@ -4,7 +4,8 @@ Every scheme generates the same rows (``--agents`` × ``--rows-per-agent``, each
 seeded sampling and the same number of new tokens (``min = max``, so early stops never shorten a scheme's work):
 
 - ``base``: the plain base model in one call (no adapters): the floor;
-- ``stacked``: :class:`trainers.generation.TeamModel`'s default: one call, per-row LoRA by two batched matmuls a layer;
+- ``stacked``: :class:`llm_marl_trainers.generation.TeamModel`'s default: one call, per-row LoRA by two batched matmuls
+  a layer;
 - ``peft_mixed``: one call with peft's mixed-adapter batch (``adapter_names=[...]``);
 - ``set_adapter``: one call per agent on its rows, switching peft's active adapter;
 - ``merged``: one call per agent on a copy of the base with that agent's adapter merged in;
@@ -31,7 +32,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,13 +39,10 @@ from typing import Any
 
 import torch
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from baselines.models import LoadedModel, load_model
-from baselines.policies.base import GenerationSettings
+from llm_marl_baselines.models import LoadedModel, load_model
+from llm_marl_baselines.policies.base import GenerationSettings
 from llm_marl_envs.rollout import ChatRequest
-from trainers.generation import LoraSettings, TeamModel, left_pad
+from llm_marl_trainers.generation import LoraSettings, TeamModel, left_pad
 
 SCHEMES = ("base", "stacked", "peft_mixed", "set_adapter", "merged", "team_generate")
 TEXT = (

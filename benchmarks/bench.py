@@ -1,4 +1,4 @@
-"""``llm-marl bench NAME [ARGS...]``: run the benchmark ``python -m benchmarks.NAME`` with ``ARGS``.
+"""``llm-marl bench NAME [ARGS...]``: run the benchmark ``python -m llm_marl_benchmarks.NAME`` with ``ARGS``.
 
 A benchmark is any module ``benchmarks/NAME.py`` with a top-level ``main(argv)``; a new one is listed without
 registering it anywhere. Modules are found by reading their source, not importing it, so ``llm-marl bench --help``
@@ -51,8 +51,8 @@ def register(subparsers: Any) -> None:
     )
     parser = subparsers.add_parser(
         "bench",
-        help="run a performance benchmark (python -m benchmarks.NAME)",
-        description="Run a benchmark as `python -m benchmarks.NAME ARGS...` would. Every benchmark accepts "
+        help="run a performance benchmark (python -m llm_marl_benchmarks.NAME)",
+        description="Run a benchmark as `python -m llm_marl_benchmarks.NAME ARGS...` would. Every benchmark accepts "
         "--json PATH; `llm-marl bench NAME --help` shows its own options.",
         epilog=f"benchmarks:\n{listing}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -64,7 +64,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Import ``benchmarks.NAME`` (only now: it may need an extra) and return its ``main(args)``'s status."""
+    """Import ``llm_marl_benchmarks.NAME`` (only now: it may need an extra) and return its ``main(args)``'s status."""
     module = importlib.import_module(f"benchmarks.{args.name}")
     # The benchmarks' parsers name themselves after sys.argv[0]; without this their usage line would read
     # "usage: llm-marl [-h] ...", a command that does not take those options.

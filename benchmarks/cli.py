@@ -14,12 +14,12 @@ from collections.abc import Sequence
 # (module, attribute) pairs, imported lazily so `llm-marl --help` stays fast and a missing extra only breaks the
 # subcommand that needs it.
 _SUBCOMMANDS: tuple[str, ...] = (
-    "benchmarks.demo",
+    "llm_marl_benchmarks.demo",
     "llm_marl_envs.sandbox.cli",
-    "benchmarks.bench",
-    "benchmarks.train",
-    "benchmarks.teams",
-    "benchmarks.interop",
+    "llm_marl_benchmarks.bench",
+    "llm_marl_benchmarks.train",
+    "llm_marl_benchmarks.teams",
+    "llm_marl_benchmarks.interop",
 )
 DESCRIPTION = """Collaborative LLM agents as Dec-POMDPs (PettingZoo envs writing_v0 and coding_v0).
 

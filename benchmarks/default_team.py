@@ -18,10 +18,10 @@ the team's budget and endings (``single``, where the code has that baseline), an
 
 Sampling as in the study (temperature 0.7, top-p 0.95, seeded); new tokens: each env's budget for its roles unless
 ``--max-new-tokens`` says otherwise; turn budget ``--max-turns`` (4, the study's). The code reads only APIs an older
-checkout has too, so the same file measures it (``PYTHONPATH=CHECKOUT python -m benchmarks.default_team`` from a
-copy in that checkout): that is how the README's before/after figures were made.
+checkout has too, so the same file measures it (``PYTHONPATH=CHECKOUT python -m llm_marl_benchmarks.default_team`` from
+a copy in that checkout): that is how the README's before/after figures were made.
 
-    python -m benchmarks.default_team [--episodes 24] [--split eval] [--max-turns 4] [--conditions ...]
+    python -m llm_marl_benchmarks.default_team [--episodes 24] [--split eval] [--max-turns 4] [--conditions ...]
                                       [--max-new-tokens N] [--json PATH]
 """
 
@@ -47,7 +47,7 @@ agent (with the team's budget and endings where the code has it), and the env's 
 
 
 def _baseline(names: Sequence[str]) -> str:
-    from baselines.collaboration import get_baseline
+    from llm_marl_baselines.collaboration import get_baseline
 
     for name in names:
         try:
@@ -61,8 +61,8 @@ def _baseline(names: Sequence[str]) -> str:
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
             policy: Any, max_turns: int) -> dict[str, Any]:
     """Play ``episodes`` untrained episodes and return the shares and means (see the module docstring)."""
-    from baselines.collaboration import get_baseline, run_episodes
-    from baselines.policies.base import GenerationSettings
+    from llm_marl_baselines.collaboration import get_baseline, run_episodes
+    from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.envs.coding.program import calls_function, defined_functions
     from llm_marl_envs.envs.coding.roles import HELPER_NAME
     from llm_marl_envs.registry import make_env
@@ -133,7 +133,8 @@ def _line(row: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print; ``--json`` writes every figure."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.default_team", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m llm_marl_benchmarks.default_team",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=24, help="episodes per env and condition (seeds 0..N-1)")
     parser.add_argument("--split", choices=("train", "eval"), default="eval")
     parser.add_argument("--envs", nargs="+", default=list(ENV_NAMES))
@@ -145,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [c for c in CONDITIONS if c[0] in args.conditions]
     if args.episodes < 1 or args.max_turns < 1 or not chosen:
         parser.error("expected --episodes >= 1, --max-turns >= 1 and at least one known condition")
-    from baselines.policies.local import LocalModelPolicy
+    from llm_marl_baselines.policies.local import LocalModelPolicy
 
     print(f"[default_team] {args.episodes} untrained episodes per env x condition on the {args.split} split, budget "
           f"{args.max_turns} turns: {len(args.envs) * len(chosen) * args.episodes} episodes", flush=True)

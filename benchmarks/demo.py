@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from baselines.collaboration import BASELINES, PLAIN, EpisodeResult, get_baseline, run_episodes
-from baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
-from benchmarks.progress import EpisodeProgress
+from llm_marl_baselines.collaboration import BASELINES, PLAIN, EpisodeResult, get_baseline, run_episodes
+from llm_marl_baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
+from llm_marl_benchmarks.progress import EpisodeProgress
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
 DRAFT_PREVIEW_CHARS = 160
@@ -109,8 +109,8 @@ def _resolve_adapters(args: argparse.Namespace) -> None:
     folder = getattr(args, "adapters", None)
     if folder is None:
         return
-    from baselines.policies.adapters import MANIFEST_NAME
-    from baselines.teams import BUILTIN, builtin_team_dir
+    from llm_marl_baselines.policies.adapters import MANIFEST_NAME
+    from llm_marl_baselines.teams import BUILTIN, builtin_team_dir
 
     if folder == BUILTIN:
         if args.env == "both":

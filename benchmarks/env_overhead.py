@@ -1,11 +1,11 @@
 """Env overhead: wall-clock time per agent-step of the envs alone and with the unit-test executor.
 
-Scripted actions (:func:`baselines.policies.scripted.protocol_action`, the env tests' generator) stand in for the
-policy (no model runs). For the coding env every executor call is timed by a thin wrapper, so one run reports both
+Scripted actions (:func:`llm_marl_baselines.policies.scripted.protocol_action`, the env tests' generator) stand in for
+the policy (no model runs). For the coding env every executor call is timed by a thin wrapper, so one run reports both
 figures side by side: the env alone (step time minus executor time) and the env with the executor. Target: < 1 ms
 per agent-step without the executor.
 
-    python -m benchmarks.env_overhead [--episodes 30] [--num-agents 2] [--max-turns 4] [--json PATH]
+    python -m llm_marl_benchmarks.env_overhead [--episodes 30] [--num-agents 2] [--max-turns 4] [--json PATH]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from baselines.policies.scripted import protocol_action
+from llm_marl_baselines.policies.scripted import protocol_action
 from llm_marl_envs import coding_v0, writing_v0
 from llm_marl_envs.sandbox import Executor, TestJob, TestReport, make_executor
 

@@ -3,14 +3,14 @@
     llm-marl interop comlrl --env coding_v0 --num-agents 2 --steps N [--json PATH]
     llm-marl interop torchrl --env writing_v0 --steps N [--json PATH]
 
-``comlrl`` runs CoMLRL's ``MAGRPOTrainer`` through :mod:`trainers.comlrl_adapter` (one LoRA-wrapped copy of the
+``comlrl`` runs CoMLRL's ``MAGRPOTrainer`` through :mod:`llm_marl_trainers.comlrl_adapter` (one LoRA-wrapped copy of the
 default model per agent; ``--full-finetune`` for CoMLRL's own default); ``torchrl`` runs TorchRL's
-``LLMCollector`` + ``TransformersWrapper`` + ``MCAdvantage`` + ``GRPOLoss`` through :mod:`trainers.torchrl_adapter`
-(one shared policy playing every role). Each prints its plan, then one line per step with the peer's mean reward,
-the env's mean reward for the same completions (replayed in a fresh env) and the step time. ``--json PATH`` writes
-the settings, versions and per-step records (``step``, ``wall_time``, ``step_time``, ``peer_reward``,
-``env_reward``). Unknown envs, team sizes the env refuses and a missing extra are one clear error before any model
-loads.
+``LLMCollector`` + ``TransformersWrapper`` + ``MCAdvantage`` + ``GRPOLoss`` through
+:mod:`llm_marl_trainers.torchrl_adapter` (one shared policy playing every role). Each prints its plan, then one line per
+step with the peer's mean reward, the env's mean reward for the same completions (replayed in a fresh env) and the step
+time. ``--json PATH`` writes the settings, versions and per-step records (``step``, ``wall_time``, ``step_time``,
+``peer_reward``, ``env_reward``). Unknown envs, team sizes the env refuses and a missing extra are one clear error
+before any model loads.
 """
 
 from __future__ import annotations
@@ -81,11 +81,11 @@ def check_settings(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
                          f"got {args.group_size}")
     try:
         if args.peer == "comlrl":
-            from trainers.comlrl_adapter import import_comlrl
+            from llm_marl_trainers.comlrl_adapter import import_comlrl
 
             import_comlrl()
         else:
-            from trainers.torchrl_adapter import import_torchrl
+            from llm_marl_trainers.torchrl_adapter import import_torchrl
 
             import_torchrl()
     except ImportError as error:
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     name, kwargs = check_settings(args)
     torch.manual_seed(args.seed)
-    seeds = [args.seed * 1_000_003 + step for step in range(args.steps)]  # the tasks trainers.magrpo draws
+    seeds = [args.seed * 1_000_003 + step for step in range(args.steps)]  # the tasks llm_marl_trainers.magrpo draws
     print(f"[interop] {args.peer} on {name}: {args.num_agents} agent(s), {args.steps} step(s), G = {args.group_size}, "
           f"{args.max_new_tokens} new tokens, {args.turns} turn(s), default model "
           f"({'full fine-tuning' if args.full_finetune and args.peer == 'comlrl' else 'LoRA r 8'}), env {kwargs}",
@@ -128,7 +128,7 @@ def _line(step: int, total: int, peer: str, peer_reward: float, env_reward: floa
 
 
 def _run_comlrl(args: argparse.Namespace, env: str, kwargs: dict[str, Any], seeds: list[int]) -> list[dict]:
-    from trainers.comlrl_adapter import import_comlrl, magrpo_trainer, train_magrpo
+    from llm_marl_trainers.comlrl_adapter import import_comlrl, magrpo_trainer, train_magrpo
 
     MAGRPOConfig, _ = import_comlrl()
     config = MAGRPOConfig(num_agents=args.num_agents, num_turns=args.turns, num_generations=args.group_size,
@@ -155,7 +155,7 @@ def _run_comlrl(args: argparse.Namespace, env: str, kwargs: dict[str, Any], seed
 
 
 def _run_torchrl(args: argparse.Namespace, env: str, kwargs: dict[str, Any], seeds: list[int]) -> list[dict]:
-    from trainers.torchrl_adapter import TeamChatEnv, train_grpo
+    from llm_marl_trainers.torchrl_adapter import TeamChatEnv, train_grpo
 
     team_env = TeamChatEnv(env, args.num_agents, seeds=seeds, group_size=args.group_size, split=args.split, **kwargs)
     records: list[dict] = []

@@ -17,7 +17,8 @@ runs); on bwrap each pooled sandbox is a child process holding three pipes. Such
 :func:`pool_allowance` (two sockets per pooled container; one child and three files per pooled bwrap sandbox; nothing
 on the local backend, which pools nothing); a real leak grows with the episodes and passes any bound.
 
-    python -m benchmarks.leak_check [--episodes 300] [--executor docker|bwrap|local] [--timeout-s 1.0] [--json PATH]
+    python -m llm_marl_benchmarks.leak_check [--episodes 300] [--executor docker|bwrap|local] [--timeout-s 1.0]
+                                             [--json PATH]
 """
 
 from __future__ import annotations
@@ -185,7 +186,8 @@ def _run(episodes: int, executor_name: str, timeout_s: float, settle_s: float) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the check; exit status 1 when anything leaked."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.leak_check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m llm_marl_benchmarks.leak_check",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--executor", choices=BACKENDS, default="auto")
     parser.add_argument("--timeout-s", type=float, default=1.0, help="per-run limit (hostile loops hit it)")

@@ -5,7 +5,7 @@ Token counts are the new tokens actually generated (up to each row's end-of-sequ
 counted as work. Sampling is seeded; every generation configuration runs ``--repeats`` times after a warm-up call,
 and each env first runs one scripted warm-up episode. ``--batches`` with no value skips the tokens/s part.
 
-    python -m benchmarks.policy_throughput [--batches 1 4 16] [--dtypes bfloat16 float32] [--max-new-tokens 64]
+    python -m llm_marl_benchmarks.policy_throughput [--batches 1 4 16] [--dtypes bfloat16 float32] [--max-new-tokens 64]
                                            [--repeats 2] [--episodes 2] [--num-agents 2] [--envs writing coding]
                                            [--json PATH]
 """
@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.collaboration import BASELINES, run_episodes
-from baselines.models import load_model
-from baselines.policies import ActionRequest, GenerationSettings
-from baselines.policies.local import LocalModelPolicy, generate_with_counts
-from baselines.policies.scripted import ScriptedPolicy
+from llm_marl_baselines.collaboration import BASELINES, run_episodes
+from llm_marl_baselines.models import load_model
+from llm_marl_baselines.policies import ActionRequest, GenerationSettings
+from llm_marl_baselines.policies.local import LocalModelPolicy, generate_with_counts
+from llm_marl_baselines.policies.scripted import ScriptedPolicy
 from llm_marl_envs.registry import ENV_NAMES
 
 # Prompts that ask for long answers, so most rows use their whole token budget (early stops idle a batch's rows).

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TextIO
 
-from baselines.collaboration import EpisodeResult
+from llm_marl_baselines.collaboration import EpisodeResult
 
 
 class Progress:

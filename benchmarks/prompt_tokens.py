@@ -11,7 +11,7 @@ a two-sentence writing part, a short function for each code role, asserts for th
 carries the agent's own draft, its feedback and messages as a trained team's would. The figures are medians of the
 token counts of every live agent's prompt.
 
-    python -m benchmarks.prompt_tokens [--tasks 20] [--split eval] [--sizes 2 3 4] [--envs writing coding]
+    python -m llm_marl_benchmarks.prompt_tokens [--tasks 20] [--split eval] [--sizes 2 3 4] [--envs writing coding]
                                        [--json PATH]
 
 The code reads only the env's public API (``make_env``, ``reset``, ``step``, ``chat_messages``), so the same file
@@ -99,7 +99,8 @@ def measure(env_name: str, size: int, tasks: int, split: str, tokenizer: Any) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print the medians; ``--json`` writes every count."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.prompt_tokens", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m llm_marl_benchmarks.prompt_tokens",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=20, help="episodes per env and size (seeds 0..N-1)")
     parser.add_argument("--split", choices=("train", "eval"), default="eval")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 3, 4])
@@ -109,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.tasks < 1:
         parser.error(f"--tasks: expected >= 1, got {args.tasks}")
     logging.disable(logging.WARNING)
-    from baselines.models import load_tokenizer, resolve_model_source
+    from llm_marl_baselines.models import load_tokenizer, resolve_model_source
 
     tokenizer = load_tokenizer(resolve_model_source(None))
     started = time.perf_counter()

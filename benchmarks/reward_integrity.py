@@ -5,8 +5,9 @@ same tasks; the table gives each strategy's mean joint return (the env's ``team_
 paid once, minus turn, message and invalid-action costs) and its rank. Honest references come first in the
 library; a degenerate strategy that ties or beats the honest one is an exploit the reward pays for.
 
-    python -m benchmarks.reward_integrity [--env writing|coding|both] [--sizes 1 2 3 4] [--backends minilm tfidf]
-                                          [--tasks N] [--executor auto|docker|local] [--json PATH]
+    python -m llm_marl_benchmarks.reward_integrity [--env writing|coding|both] [--sizes 1 2 3 4]
+                                                   [--backends minilm tfidf] [--tasks N] [--executor auto|docker|local]
+                                                   [--json PATH]
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.integrity import Strategy
+from llm_marl_benchmarks.integrity import Strategy
 from llm_marl_envs.registry import ENV_NAMES
 from llm_marl_envs.registry import make_env as make_registered_env
 
@@ -67,10 +68,10 @@ def play(env: Any, strategy: Strategy, task_id: str) -> tuple[float, tuple]:
 
 def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str]]]:
     if env_name == "writing":
-        from benchmarks.integrity.writing_strategies import HONEST_TASK_IDS, WRITING_STRATEGIES
+        from llm_marl_benchmarks.integrity.writing_strategies import HONEST_TASK_IDS, WRITING_STRATEGIES
 
         return WRITING_STRATEGIES, lambda: list(HONEST_TASK_IDS("tldr"))
-    from benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
+    from llm_marl_benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
 
     return CODING_STRATEGIES, lambda: list(HONEST_TASK_IDS())
 

@@ -7,7 +7,7 @@ accepts, and the seconds from call to verdict next to the bound a call should st
 host grace and sandbox start-up). ``isolated_only`` programs are not run on the local backend, where they would harm
 the host.
 
-    python -m benchmarks.sandbox_hostile [--backends docker,bwrap,local] [--timeout-s 1.5] [--only NAME ...]
+    python -m llm_marl_benchmarks.sandbox_hostile [--backends docker,bwrap,local] [--timeout-s 1.5] [--only NAME ...]
                                          [--json PATH]
 """
 

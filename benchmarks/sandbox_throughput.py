@@ -22,7 +22,7 @@ Soak mode (``--soak-minutes N``): N minutes at ``--concurrency`` jobs in flight 
 :mod:`llm_marl_envs.sandbox.hostile` plus HumanEval checks), reporting leaked containers, growth of this process's
 open file descriptors and of its resident memory (targets: 0, 0, < 10%).
 
-    python -m benchmarks.sandbox_throughput [--json PATH] [--backends docker,bwrap,local] [--concurrency 4]
+    python -m llm_marl_benchmarks.sandbox_throughput [--json PATH] [--backends docker,bwrap,local] [--concurrency 4]
                                             [--soak-minutes 10] [--skip-naive] [--group 8] [--group-repeats 3]
                                             [--group-only | --skip-group]
 """

@@ -142,8 +142,8 @@ def plot_curve(run_dir: str | Path, out: str | Path | None = None, window: int =
 # ------------------------------------------------------------------------------------------------------- commands
 def run_list(args: argparse.Namespace) -> int:
     """``llm-marl teams list``."""
-    from baselines.policies.adapters import load_team_manifest
-    from baselines.teams import builtin_teams
+    from llm_marl_baselines.policies.adapters import load_team_manifest
+    from llm_marl_baselines.teams import builtin_teams
 
     teams = builtin_teams()
     if not teams:
@@ -161,9 +161,9 @@ def run_untrained(args: argparse.Namespace) -> int:
     """``llm-marl teams untrained RUN_DIR``: the untrained team's metrics rows on the run's first steps' tasks."""
     import tempfile
 
-    from benchmarks.progress import Progress
-    from trainers import checkpoint
-    from trainers.magrpo import MAGRPOTrainer
+    from llm_marl_benchmarks.progress import Progress
+    from llm_marl_trainers import checkpoint
+    from llm_marl_trainers.magrpo import MAGRPOTrainer
 
     try:
         config = checkpoint.read_config(args.run_dir)
@@ -202,7 +202,7 @@ def run_curve(args: argparse.Namespace) -> int:
 
 def run_ship(args: argparse.Namespace) -> int:
     """``llm-marl teams ship RUN_DIR``."""
-    from baselines.teams import ship_team
+    from llm_marl_baselines.teams import ship_team
 
     try:
         target = ship_team(args.run_dir, args.to, args.recipe)

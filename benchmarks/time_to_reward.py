@@ -2,11 +2,11 @@
 
 Both train the same team on the same env with the same model (the offline default SmolLM2-135M-Instruct, float32),
 the same LoRA (rank 8, alpha 16 on ``q_proj``/``v_proj``: CoMLRL gets our adapter through
-:func:`trainers.comlrl_adapter.magrpo_trainer`; ``--peer-finetuning full`` gives it its own default, full fine-tuning),
-the same G, new tokens, turns, learning rate, sampling (temperature 1, top-p 1, top-k 50), the same tasks in the
-same order (step ``s`` plays the task ``env.reset(seed=seed·1000003 + s)`` draws) and the same seed, one after the
-other on the same machine, each in a fresh interpreter; ``--seeds`` repeats the race per seed and reports the ratio's
-spread. Every ``K`` steps (and before the first) training pauses and the team
+:func:`llm_marl_trainers.comlrl_adapter.magrpo_trainer`; ``--peer-finetuning full`` gives it its own default, full
+fine-tuning), the same G, new tokens, turns, learning rate, sampling (temperature 1, top-p 1, top-k 50), the same tasks
+in the same order (step ``s`` plays the task ``env.reset(seed=seed·1000003 + s)`` draws) and the same seed, one after
+the other on the same machine, each in a fresh interpreter; ``--seeds`` repeats the race per seed and reports the
+ratio's spread. Every ``K`` steps (and before the first) training pauses and the team
 plays ``E`` held-out tasks (``split="eval"``, seeds ``0..E-1``) greedily, the same way for both (the rollout runner,
 one batched ``generate`` per turn); evaluation time is left out of the training wall time.
 
@@ -14,9 +14,10 @@ The report: each trainer's held-out return against training wall time, the level
 return, the wall time each needs to first reach ``L`` and their ratio (target: ours ≤ 0.5 × CoMLRL's), the held-out
 returns at equal wall time, and where the time goes (set-up, generation, update, evaluation)::
 
-    python -m benchmarks.time_to_reward --steps 30 --eval-every 5 --eval-tasks 24 --json R.json --plot R.png
-    python -m benchmarks.time_to_reward --seeds 0 1 2 --steps 15 --eval-every 5 --eval-tasks 16 --json R.json
-    python -m benchmarks.time_to_reward --steps 2 --eval-every 1 --eval-tasks 2 --group-size 2 --max-new-tokens 16
+    python -m llm_marl_benchmarks.time_to_reward --steps 30 --eval-every 5 --eval-tasks 24 --json R.json --plot R.png
+    python -m llm_marl_benchmarks.time_to_reward --seeds 0 1 2 --steps 15 --eval-every 5 --eval-tasks 16 --json R.json
+    python -m llm_marl_benchmarks.time_to_reward --steps 2 --eval-every 1 --eval-tasks 2 --group-size 2 \
+        --max-new-tokens 16
 
 Every run prints its plan and an estimate first, then one progress line per step and per evaluation.
 """
@@ -35,9 +36,6 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS: tuple[str, ...] = ("ours", "comlrl")
@@ -59,7 +57,8 @@ EVAL_EPISODE_S = 2.4
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_reward", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m llm_marl_benchmarks.time_to_reward",
+                                     description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="writing", help="env name (default writing)")
     parser.add_argument("--num-agents", type=int, default=2, help="team size (default 2)")
@@ -156,7 +155,7 @@ def estimate(settings: dict[str, Any], frameworks: Sequence[str]) -> dict[str, f
 
 def print_plan(settings: dict[str, Any], frameworks: Sequence[str]) -> None:
     """What will run, and for how long."""
-    from benchmarks.progress import duration
+    from llm_marl_benchmarks.progress import duration
 
     guess = estimate(settings, frameworks)
     print(f"[race] {' then '.join(frameworks)} on {settings['env']} ({settings['num_agents']} agents, "
@@ -179,7 +178,7 @@ class _Curve:
     """Training wall time (evaluations left out), per-step rows and the held-out curve of one trainer."""
 
     def __init__(self, framework: str, settings: dict[str, Any], tag: str) -> None:
-        from benchmarks.progress import Progress
+        from llm_marl_benchmarks.progress import Progress
 
         self.framework, self.settings = framework, settings
         self.points: list[dict[str, Any]] = []
@@ -234,15 +233,15 @@ def held_out_returns(policy: Any, settings: dict[str, Any]) -> tuple[list[float]
 
 
 def _greedy(settings: dict[str, Any]) -> Any:
-    from baselines.policies.base import GenerationSettings
+    from llm_marl_baselines.policies.base import GenerationSettings
 
     return GenerationSettings(temperature=0.0, top_p=1.0, max_new_tokens=settings["max_new_tokens"], seed=0)
 
 
 def run_ours(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    """Our trainer (:class:`trainers.magrpo.MAGRPOTrainer`), evaluated through its own team model."""
-    from trainers.config import TrainerConfig
-    from trainers.magrpo import MAGRPOTrainer
+    """Our trainer (:class:`llm_marl_trainers.magrpo.MAGRPOTrainer`), evaluated through its own team model."""
+    from llm_marl_trainers.config import TrainerConfig
+    from llm_marl_trainers.magrpo import MAGRPOTrainer
 
     started = time.perf_counter()
     config = TrainerConfig(
@@ -281,10 +280,10 @@ def run_ours(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 def _agent_models_policy(agents: Sequence[Any], roles: Sequence[str], tokenizer: Any, settings: dict[str, Any]) -> Any:
     """CoMLRL's per-agent models as a rollout-runner policy: each role's requests are generated by its own model
-    (baselines.policies.local.generate_actions, the local policy's batched path)."""
-    from baselines.models import LoadedModel
-    from baselines.policies.base import Policy
-    from baselines.policies.local import generate_actions
+    (llm_marl_baselines.policies.local.generate_actions, the local policy's batched path)."""
+    from llm_marl_baselines.models import LoadedModel
+    from llm_marl_baselines.policies.base import Policy
+    from llm_marl_baselines.policies.local import generate_actions
 
     by_role = dict(zip(roles, agents, strict=True))
 
@@ -307,10 +306,11 @@ def _agent_models_policy(agents: Sequence[Any], roles: Sequence[str], tokenizer:
 
 
 def run_comlrl(settings: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    """CoMLRL's own ``MAGRPOTrainer.train()`` (:func:`trainers.comlrl_adapter.train_magrpo`), evaluated per agent."""
+    """CoMLRL's own ``MAGRPOTrainer.train()`` (:func:`llm_marl_trainers.comlrl_adapter.train_magrpo`), evaluated per
+    agent."""
     import torch
 
-    from trainers.comlrl_adapter import import_comlrl, magrpo_trainer, train_magrpo
+    from llm_marl_trainers.comlrl_adapter import import_comlrl, magrpo_trainer, train_magrpo
 
     started = time.perf_counter()
     torch.manual_seed(settings["seed"])
@@ -371,7 +371,7 @@ def run_framework(framework: str, settings: dict[str, Any], workdir: Path) -> di
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "benchmarks.time_to_reward", "--child", framework, str(spec_path)]
+    command = [sys.executable, "-m", "llm_marl_benchmarks.time_to_reward", "--child", framework, str(spec_path)]
     tail: list[str] = []
     with subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as process:
@@ -498,7 +498,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = {"ours": "ours (trainers.magrpo)", "comlrl": "CoMLRL MAGRPOTrainer"}
+    labels = {"ours": "ours (llm_marl_trainers.magrpo)", "comlrl": "CoMLRL MAGRPOTrainer"}
     colors = {"ours": "tab:blue", "comlrl": "tab:orange"}
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
     runs = report.get("runs") or [report]
@@ -571,7 +571,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.append(run)
     header = {"benchmark": "time_to_reward", "versions": versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "wall_s": time.perf_counter() - started,
-              "command": "python -m benchmarks.time_to_reward " + " ".join(sys.argv[1:] if argv is None else argv)}
+              "command": "python -m llm_marl_benchmarks.time_to_reward "
+              + " ".join(sys.argv[1:] if argv is None else argv)}
     if len(runs) == 1:
         report: dict[str, Any] = {**header, **runs[0]}
     else:

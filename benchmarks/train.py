@@ -4,16 +4,16 @@
     llm-marl train --config recipes/writing-2.yaml --output DIR       # a shipped team's recipe
     llm-marl train --resume DIR [--steps M]
 
-Every option of :class:`trainers.config.TrainerConfig` can be given in the YAML file; command-line options win. A bad
-option is one clear error before any model loads. Without a GPU the ``cpu`` profile fills the options neither the
+Every option of :class:`llm_marl_trainers.config.TrainerConfig` can be given in the YAML file; command-line options win.
+A bad option is one clear error before any model loads. Without a GPU the ``cpu`` profile fills the options neither the
 flags nor the YAML set (:data:`CPU_PROFILE`: a bfloat16 base, 2 turns, G = 3, short completions — about a minute a
 step on 2 cores with the default model); ``--profile full`` keeps the dataclass defaults, the seeds' settings.
 Before the first step the command prints what one step will generate (tree nodes, completions, tokens) and a measured
-estimate of its time (:mod:`trainers.plan`; ``--no-estimate`` skips the few seconds it costs), then one progress line
-per step: reward mean and std, the share of zero-std groups, loss, step time and ETA (a live bar on a terminal). The
-output folder ends as a team directory: ``llm-marl demo --adapters DIR`` plays it.
+estimate of its time (:mod:`llm_marl_trainers.plan`; ``--no-estimate`` skips the few seconds it costs), then one
+progress line per step: reward mean and std, the share of zero-std groups, loss, step time and ETA (a live bar on a
+terminal). The output folder ends as a team directory: ``llm-marl demo --adapters DIR`` plays it.
 
-Data-parallel over several processes (one per GPU, or CPU processes; :mod:`trainers.distributed`)::
+Data-parallel over several processes (one per GPU, or CPU processes; :mod:`llm_marl_trainers.distributed`)::
 
     torchrun --standalone --nproc-per-node 2 --no-python llm-marl train --envs-per-step 4 ... --output DIR
 
@@ -98,7 +98,7 @@ def register(subparsers: Any) -> None:
 
 def build_config(args: argparse.Namespace) -> Any:
     """The :class:`TrainerConfig` the flags, the YAML file and the profile describe (validated; nothing is loaded)."""
-    from trainers.config import TrainerConfig
+    from llm_marl_trainers.config import TrainerConfig
 
     values: dict[str, Any] = {}
     if args.config is not None:
@@ -142,7 +142,7 @@ def apply_cpu_profile(values: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """``llm-marl train``."""
     if args.resume is not None:
-        from trainers.magrpo import MAGRPOTrainer
+        from llm_marl_trainers.magrpo import MAGRPOTrainer
 
         extra = {name: getattr(args, name) for name in (*_FLAGS, *_LIST_FLAGS) if getattr(args, name) is not None}
         unknown = sorted(set(extra) - RESUME_OPTIONS) + [name for name in ("config", "dataset") if getattr(args, name)]
@@ -159,10 +159,10 @@ def run(args: argparse.Namespace) -> int:
             check_env(config)
         except (TypeError, ValueError, KeyError, FileNotFoundError) as error:
             raise SystemExit(f"llm-marl train: {error.args[0] if isinstance(error, KeyError) else error}") from None
-        from trainers.magrpo import MAGRPOTrainer
+        from llm_marl_trainers.magrpo import MAGRPOTrainer
 
         trainer = MAGRPOTrainer(config)
-    from trainers.magrpo import NonFiniteLossError
+    from llm_marl_trainers.magrpo import NonFiniteLossError
 
     if not trainer.parallel.is_main:  # the other ranks of a torchrun run train silently
         try:
@@ -195,7 +195,7 @@ def check_env(config: Any) -> None:
 def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = None) -> None:
     """What the run will do: the team, the steps, one step's trees, completions and tokens, and (``estimate``) a
     measured estimate of a step's time and of the run's."""
-    from trainers.plan import estimate_step, step_plan
+    from llm_marl_trainers.plan import estimate_step, step_plan
 
     stream = stream if stream is not None else sys.stdout
     config = trainer.config
@@ -207,7 +207,7 @@ def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = N
           f"{config.max_completion_length} new tokens at most, {config.dtype} base", file=stream, flush=True)
     if not estimate:
         return
-    from benchmarks.progress import duration
+    from llm_marl_benchmarks.progress import duration
 
     guess = estimate_step(trainer, plan)
     left = config.steps - trainer.step
@@ -217,12 +217,12 @@ def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = N
 
 
 class StepProgress:
-    """The steps of a run on the command line (:class:`benchmarks.progress.Progress`): a live bar on a terminal, one
-    plain line per step elsewhere, each with reward mean/std, the share of zero-std groups, loss, step time and
-    ETA."""
+    """The steps of a run on the command line (:class:`llm_marl_benchmarks.progress.Progress`): a live bar on a
+    terminal, one plain line per step elsewhere, each with reward mean/std, the share of zero-std groups, loss, step
+    time and ETA."""
 
     def __init__(self, total: int, initial: int = 0, *, stream: TextIO | None = None, live: bool | None = None) -> None:
-        from benchmarks.progress import Progress
+        from llm_marl_benchmarks.progress import Progress
 
         self.progress = Progress(total, "step", initial=initial, tag="train", stream=stream, live=live)
 

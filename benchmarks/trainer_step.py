@@ -8,7 +8,7 @@ number of new tokens (min = max, so no trainer stops early). Each child times ``
 
 Cases, for each G of ``--groups`` (one step = every agent samples G completions for its prompt of one task):
 
-- ``ours_n2``: :class:`trainers.magrpo.MAGRPOTrainer`, 2 agents (one LoRA adapter each on one shared base);
+- ``ours_n2``: :class:`llm_marl_trainers.magrpo.MAGRPOTrainer`, 2 agents (one LoRA adapter each on one shared base);
 - ``comlrl_n2``: CoMLRL's ``MAGRPOTrainer`` on the same 2 prompts per step (one full model per agent, as CoMLRL
   trains by default; ``--peer-lora`` gives it our LoRA adapters instead);
 - ``ours_n1x2``: our trainer with 1 agent and 2 envs per step: the same 2·G completions from the same prompts;
@@ -27,9 +27,9 @@ Prompts are the writing env's (``make_env("writing", num_agents=2, similarity="t
 ...): prompt row ``2·t + i`` is agent ``i``'s chat of task ``t``; step ``s`` of every case reads rows ``2s, 2s+1`` (4
 agents: rows ``4s`` to ``4s+3``). Rewards are a cheap text statistic (the share of the letter e), the same for all.
 
-    python -m benchmarks.trainer_step --json results/trainer_step.json                  # SmolLM2-135M, G = 4 and 8
-    python -m benchmarks.trainer_step --tiny --steps 1 --warmup 0 --new-tokens 8        # seconds: a smoke run
-    python -m benchmarks.trainer_step --only ours floor --groups 4 --device cuda        # bf16 on a GPU
+    python -m llm_marl_benchmarks.trainer_step --json results/trainer_step.json   # SmolLM2-135M, G = 4 and 8
+    python -m llm_marl_benchmarks.trainer_step --tiny --steps 1 --warmup 0 --new-tokens 8        # seconds: a smoke run
+    python -m llm_marl_benchmarks.trainer_step --only ours floor --groups 4 --device cuda        # bf16 on a GPU
 """
 
 from __future__ import annotations
@@ -50,9 +50,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
-
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS: tuple[str, ...] = ("ours", "comlrl", "trl", "floor")
@@ -156,8 +153,8 @@ def build_prompt_rows(count: int) -> list[list[dict[str, str]]]:
 
 def build_tiny_model(folder: Path) -> Path:
     """Save a random-weight 4-layer Llama with a small byte-level BPE tokenizer (ChatML tokens at SmolLM2's ids) to
-    ``folder``, loadable by :func:`baselines.models.load_model` like any local model."""
-    from benchmarks.adapter_generation import tiny_loaded
+    ``folder``, loadable by :func:`llm_marl_baselines.models.load_model` like any local model."""
+    from llm_marl_benchmarks.adapter_generation import tiny_loaded
 
     loaded = tiny_loaded()
     # Its tokenizer splits the writing env's prompts into ~1-2k tokens; a context that holds them whole keeps our
@@ -249,13 +246,13 @@ def _sync(device: str) -> None:
 
 
 def _load(spec: dict[str, Any]) -> Any:
-    from baselines.models import load_model
+    from llm_marl_baselines.models import load_model
 
     return load_model(spec["model"], dtype=spec["dtype"], device=spec["device"])
 
 
 def _lora_config() -> Any:
-    from trainers.generation import LoraSettings
+    from llm_marl_trainers.generation import LoraSettings
 
     return LoraSettings(r=LORA_R, alpha=LORA_ALPHA)
 
@@ -269,9 +266,9 @@ def _rendered(tokenizer: Any, rows: Sequence[Sequence[dict[str, str]]]) -> list[
 
 def run_ours(spec: dict[str, Any], case: Case) -> dict[str, Any]:
     """Our trainer: ``training_step()`` timed from outside; its own ``generation_time`` splits the step."""
-    from trainers.config import TrainerConfig
-    from trainers.generation import TeamModel
-    from trainers.magrpo import MAGRPOTrainer
+    from llm_marl_trainers.config import TrainerConfig
+    from llm_marl_trainers.generation import TeamModel
+    from llm_marl_trainers.magrpo import MAGRPOTrainer
 
     steps_total = spec["warmup"] + spec["steps"]
     output_dir = str(Path(spec["workdir"]) / "ours")
@@ -447,7 +444,7 @@ def run_floor(spec: dict[str, Any], case: Case) -> dict[str, Any]:
     import peft
     import torch
 
-    from trainers.generation import left_pad
+    from llm_marl_trainers.generation import left_pad
 
     loaded = _load(spec)
     tokenizer, device, tokens = loaded.tokenizer, loaded.device, spec["new_tokens"]
@@ -542,7 +539,7 @@ def run_case(case: Case, settings: dict[str, Any], workdir: Path) -> dict[str, A
            "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
-    process = subprocess.run([sys.executable, "-m", "benchmarks.trainer_step", "--child", str(spec_path)],
+    process = subprocess.run([sys.executable, "-m", "llm_marl_benchmarks.trainer_step", "--child", str(spec_path)],
                              cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
     record: dict[str, Any] = {**vars(case), "completions_per_step": case.completions_per_step}
     if process.returncode != 0 or not out_path.is_file():

@@ -1,7 +1,7 @@
 """Env factories and scripted actions shared by the env tests.
 
-The scripted actions are :func:`baselines.policies.scripted.protocol_action` (the env-overhead benchmark uses the
-same generator), so the suite has one hand-written action source.
+The scripted actions are :func:`llm_marl_baselines.policies.scripted.protocol_action` (the env-overhead benchmark uses
+the same generator), so the suite has one hand-written action source.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from baselines.policies.scripted import protocol_action
+from llm_marl_baselines.policies.scripted import protocol_action
 from llm_marl_envs import writing_v0
 
 __all__ = ["ARTICLE_ACTIONS", "ENV_FACTORIES", "coding_env", "scripted_action", "writing_env"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench, cli
+from llm_marl_benchmarks import bench, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def test_bench_runs_a_benchmark_with_its_arguments(tmp_path: Path, capsys: pytes
 def test_building_the_cli_imports_no_benchmark_and_no_torch() -> None:
     probe = (
         "import sys\n"
-        "from benchmarks import cli\n"
+        "from llm_marl_benchmarks import cli\n"
         "cli.build_parser()\n"
         "loaded = sorted(m for m in sys.modules if m in ('torch', 'transformers') or m.startswith('benchmarks.')\n"
         "                and m.split('.')[1] in ('env_overhead', 'policy_throughput', 'sandbox_throughput'))\n"
@@ -138,7 +138,7 @@ def test_demo_adapters_needs_a_team_directory(tmp_path: Path) -> None:
 
 
 def test_train_progress_shows_reward_zero_std_groups_step_time_and_eta() -> None:
-    from benchmarks.train import StepProgress
+    from llm_marl_benchmarks.train import StepProgress
 
     stream = io.StringIO()
     row = {"step": 3, "reward": 0.25, "reward_std": 0.1, "frac_reward_zero_std": 0.25, "loss": 0.5,
@@ -157,7 +157,7 @@ def test_train_progress_shows_reward_zero_std_groups_step_time_and_eta() -> None
                             "3/5 steps, ")
     assert "ETA" in first and "skipped: non-finite loss" in second and "4/5 steps" in second
     # A resumed run's pace counts only the steps this process ran (from step 2 here), not the ones before it.
-    from benchmarks.progress import Progress
+    from llm_marl_benchmarks.progress import Progress
 
     now = [0.0]
     resumed = Progress(10, "step", initial=4, stream=io.StringIO(), live=False, clock=lambda: now[0])

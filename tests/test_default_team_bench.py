@@ -1,9 +1,10 @@
-"""``benchmarks.default_team`` on a scripted policy (no model): the figures it reports per env and condition."""
+"""``llm_marl_benchmarks.default_team`` on a scripted policy (no model): the figures it reports per env and
+condition."""
 
 from __future__ import annotations
 
-from baselines.policies.scripted import ScriptedPolicy
-from benchmarks.default_team import _baseline, _line, measure
+from llm_marl_baselines.policies.scripted import ScriptedPolicy
+from llm_marl_benchmarks.default_team import _baseline, _line, measure
 
 
 def test_coding_figures_count_endings_and_the_helper() -> None:

@@ -10,15 +10,17 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("llm_marl_envs", "trainers", "baselines", "benchmarks")
+# Import name -> the repository folder it is mapped from (pyproject's package-dir).
+PACKAGES = {"llm_marl_envs": "llm_marl_envs", "llm_marl_trainers": "trainers", "llm_marl_baselines": "baselines",
+            "llm_marl_benchmarks": "benchmarks"}
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(package: str, path: Path) -> str:
+    parts = [package, *path.relative_to(ROOT / PACKAGES[package]).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
+MODULES = {_module_name(package, p): p for package in PACKAGES for p in (ROOT / PACKAGES[package]).rglob("*.py")}
 
 
 class _Imports(ast.NodeVisitor):
@@ -93,20 +95,20 @@ def test_the_cycle_finder_finds_a_planted_cycle() -> None:
 
 def test_no_import_cycles() -> None:
     graph = import_graph()
-    assert {"trainers.checkpoint", "llm_marl_envs.sandbox.executor"} <= set(graph)
+    assert {"llm_marl_trainers.checkpoint", "llm_marl_envs.sandbox.executor"} <= set(graph)
     # The two circles that once were (the trainer and its checkpoints; the executor interface and its backends).
-    assert "trainers.magrpo" not in graph["trainers.checkpoint"]
+    assert "llm_marl_trainers.magrpo" not in graph["llm_marl_trainers.checkpoint"]
     assert not {"llm_marl_envs.sandbox.docker_backend", "llm_marl_envs.sandbox.local"} & graph[
         "llm_marl_envs.sandbox.executor"]
     assert find_cycle(graph) is None
 
 
 def test_the_env_package_depends_on_no_other_top_level_folder() -> None:
-    """``llm_marl_envs`` imports nothing from ``trainers``, ``baselines`` or ``benchmarks``; ``trainers`` uses the
-    envs only through their public API and never the CLI layer."""
+    """``llm_marl_envs`` imports nothing from ``llm_marl_trainers``, ``llm_marl_baselines`` or
+    ``llm_marl_benchmarks``; the trainers use the envs only through their public API and never the CLI layer."""
     graph = import_graph()
     for module, targets in graph.items():
         if module.startswith("llm_marl_envs"):
             assert all(t.startswith("llm_marl_envs") for t in targets), (module, targets)
-        if module.startswith("trainers"):
-            assert not any(t.startswith("benchmarks") for t in targets), (module, targets)
+        if module.startswith("llm_marl_trainers"):
+            assert not any(t.startswith("llm_marl_benchmarks") for t in targets), (module, targets)

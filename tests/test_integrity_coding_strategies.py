@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.integrity.coding_strategies import (
+from llm_marl_benchmarks.integrity.coding_strategies import (
     CODING_STRATEGIES,
     CORRECT_PROGRAM_STRATEGIES,
     HONEST_TASK_IDS,

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from benchmarks.integrity.writing_strategies import (
+from llm_marl_benchmarks.integrity.writing_strategies import (
     DATA_PATH,
     DONE,
     HONEST_TASK_IDS,

@@ -11,15 +11,15 @@ import llm_marl_envs
 from llm_marl_envs.registry import ENV_NAMES, ENVS, env_spec, make_env
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("llm_marl_envs", "baselines", "benchmarks", "trainers")
+FOLDERS = ("llm_marl_envs", "baselines", "benchmarks", "trainers")  # the repository folders of the packages
 # Two env names side by side in one literal: a tuple, list, set or dict of env names kept outside the registry.
 _NAME_LIST = re.compile(r"""["'](writing|coding)["']\s*[,:][^\n]*["'](writing|coding)["']""")
 
 
 def test_no_module_but_the_registry_lists_the_envs() -> None:
     offenders = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
             if path.name == "registry.py" and path.parent.name == "llm_marl_envs":
                 continue
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.reward_integrity import HONEST_REFERENCE, MARGIN, evaluate, violations
+from llm_marl_benchmarks.reward_integrity import HONEST_REFERENCE, MARGIN, evaluate, violations
 
 TASKS = 3
 
@@ -44,8 +44,8 @@ def test_the_check_can_fail() -> None:
 def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
     """The env ends a coding episode once every visible test passes ("solved"): a lookup table of the visible
     answers gets there at turn 1 without a <done/>, and the held-out tests make it lose."""
-    from benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
-    from benchmarks.reward_integrity import make_env, play
+    from llm_marl_benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
+    from llm_marl_benchmarks.reward_integrity import make_env, play
 
     env = make_env("coding", 2, "tfidf", "local")
     by_name = {s.name: s for s in CODING_STRATEGIES}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import trainer_step
+from llm_marl_benchmarks import trainer_step
 
 NEW_TOKENS = 4
 GROUP = 2

@@ -3,15 +3,16 @@
 A checkpoint is the folder ``DIR/checkpoint-<step>``: ``adapters/<agent>/`` (peft format), ``optimizers.pt``,
 ``critic.pt`` (``baseline: critic``: the value head and its optimizer), ``rng.pt`` and ``state.json`` (step,
 config), plus ``team.json`` when the run's env and base model are known, so a checkpoint is also a team directory
-(``baselines.policies.adapters``; ``llm-marl demo --adapters``; the critic is not part of the team). It is written
-into a temporary folder and renamed into place, so a run killed while saving leaves the previous checkpoints intact;
-only the last ``keep`` are kept.
+(``llm_marl_baselines.policies.adapters``; ``llm-marl demo --adapters``; the critic is not part of the team). It is
+written into a temporary folder and renamed into place, so a run killed while saving leaves the previous checkpoints
+intact; only the last ``keep`` are kept.
 
-In a data-parallel run (:mod:`trainers.distributed`) every rank takes part in :func:`save` (its RNG states are
+In a data-parallel run (:mod:`llm_marl_trainers.distributed`) every rank takes part in :func:`save` (its RNG states are
 gathered; ``rng.pt`` holds rank 0's as in a one-process run plus ``ranks``, each rank's) and rank 0 alone writes; the
 adapters and optimizers are the same on every rank. :func:`restore` gives each rank its own RNG states back, so the
 run must be resumed with the number of processes it was saved with. Building the trainer to resume into is
-:meth:`MAGRPOTrainer.resume <trainers.magrpo.MAGRPOTrainer.resume>`'s job (this module never imports the trainer).
+:meth:`MAGRPOTrainer.resume <llm_marl_trainers.magrpo.MAGRPOTrainer.resume>`'s job (this module never imports the
+trainer).
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from trainers.config import TrainerConfig
+from llm_marl_trainers.config import TrainerConfig
 
 if TYPE_CHECKING:
-    from trainers.magrpo import MAGRPOTrainer
+    from llm_marl_trainers.magrpo import MAGRPOTrainer
 
 _NAME = re.compile(r"checkpoint-(\d+)$")
 
@@ -55,14 +56,14 @@ def write_team_manifest(directory: str | Path, trainer: MAGRPOTrainer) -> Path |
     or None when no manifest can be honest: the envs did not come from the registry (a custom ``env_factory``), the
     base model is unknown (a caller's team without ``base_model``) or the agents have different bases.
 
-    The manifest (``baselines.policies.adapters``, format 1) names the env by its versioned module (``writing_v0``,
-    from the registry through ``TEAM_ENVS``), the base model, ``env_kwargs``, the agents as roles and the sampling
-    settings of training (temperature, top-p, ``max_completion_length`` new tokens, seed).
+    The manifest (``llm_marl_baselines.policies.adapters``, format 1) names the env by its versioned module
+    (``writing_v0``, from the registry through ``TEAM_ENVS``), the base model, ``env_kwargs``, the agents as roles and
+    the sampling settings of training (temperature, top-p, ``max_completion_length`` new tokens, seed).
     """
     if not trainer.registry_env or trainer.base_model is None or trainer.team.heterogeneous:
         return None
-    from baselines.policies.adapters import MANIFEST_NAME, TEAM_ENVS, TeamManifest
-    from baselines.policies.base import GenerationSettings
+    from llm_marl_baselines.policies.adapters import MANIFEST_NAME, TEAM_ENVS, TeamManifest
+    from llm_marl_baselines.policies.base import GenerationSettings
 
     config = trainer.config
     module = {name: module for module, name in TEAM_ENVS.items()}[config.env]
@@ -145,7 +146,8 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 @dataclass
 class SavedState:
     """What the last checkpoint of a run holds, read back (:func:`load_last`); :meth:`MAGRPOTrainer.resume
-    <trainers.magrpo.MAGRPOTrainer.resume>` builds the trainer from it and :func:`restore` puts the rest in place."""
+    <llm_marl_trainers.magrpo.MAGRPOTrainer.resume>` builds the trainer from it and :func:`restore` puts the rest in
+    place."""
 
     path: Path
     config: TrainerConfig

@@ -5,7 +5,7 @@ CoMLRL trains a team from a dataset, one prompt formatter per agent, a ``reward_
 env, team size and split into exactly those four things; :func:`magrpo_trainer` builds the trainer with the offline
 default model (one LoRA-wrapped copy per agent) in one call::
 
-    from trainers.comlrl_adapter import magrpo_trainer
+    from llm_marl_trainers.comlrl_adapter import magrpo_trainer
     trainer = magrpo_trainer("writing", num_agents=2, seeds=range(64), similarity="tfidf")
     trainer.train()
 
@@ -44,7 +44,7 @@ How the bridge meets it
 -----------------------
 * :meth:`CoMLRLBridge.dataset`: one row per seed: ``prompt`` (the row's key, ``"<task_id>@<split>#<seed>"``: the model
   never sees it), ``task_id``, ``seed``, ``split``. A row's episode is ``env.reset(seed=seed, options={"split": split,
-  "task_id": task_id})``: the task :class:`trainers.magrpo.MAGRPOTrainer` draws for that seed.
+  "task_id": task_id})``: the task :class:`llm_marl_trainers.magrpo.MAGRPOTrainer` draws for that seed.
 * Formatters: agent i's prompt is ``env.chat_messages(agent_i)`` of the node's env state, rendered with the tokenizer's
   chat template (assistant turn opened): the agent's own observation and nothing else.
 * Env states: a node of the tree is ``(row, joint completions of every earlier turn)``; its env snapshot is computed
@@ -115,7 +115,7 @@ def check_tokenizer(tokenizer: Any) -> None:
     """Raise a ``ValueError`` unless ``tokenizer`` can render chats and pads with a token that is not its eos.
 
     CoMLRL cuts every prompt at the first pad id it finds (``_generate_completions``), so eos == pad would cut a
-    prompt that contains the eos token; :func:`baselines.models.load_tokenizer` sets SmolLM2 up right.
+    prompt that contains the eos token; :func:`llm_marl_baselines.models.load_tokenizer` sets SmolLM2 up right.
     """
     if tokenizer is None or not callable(getattr(tokenizer, "apply_chat_template", None)):
         raise TypeError(f"tokenizer: expected a transformers tokenizer with a chat template, got "
@@ -125,7 +125,7 @@ def check_tokenizer(tokenizer: Any) -> None:
     if tokenizer.pad_token_id is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
         raise ValueError(f"tokenizer: expected a pad token distinct from eos (got pad {tokenizer.pad_token!r}, eos "
                          f"{tokenizer.eos_token!r}); CoMLRL cuts prompts at the first pad id, so pad == eos drops "
-                         f"text. Load it with baselines.models.load_tokenizer (SmolLM2: eos <|im_end|>, pad "
+                         f"text. Load it with llm_marl_baselines.models.load_tokenizer (SmolLM2: eos <|im_end|>, pad "
                          f"<|endoftext|>)")
 
 
@@ -492,9 +492,9 @@ def _single_completion(completions: Any, agent: str) -> str:
 
 def default_lora() -> Any:
     """The LoRA each CoMLRL agent gets from :func:`magrpo_trainer` unless told otherwise: our trainer's adapter
-    (:class:`trainers.generation.LoraSettings`: rank 8, alpha 16 on ``q_proj``/``v_proj``, no dropout), so a race
-    compares trainers, not adapter sizes."""
-    from trainers.generation import LoraSettings
+    (:class:`llm_marl_trainers.generation.LoraSettings`: rank 8, alpha 16 on ``q_proj``/``v_proj``, no dropout), so a
+    race compares trainers, not adapter sizes."""
+    from llm_marl_trainers.generation import LoraSettings
 
     return LoraSettings().to_peft()
 
@@ -509,11 +509,11 @@ def magrpo_trainer(env: str, num_agents: int = 2, *, model: Any = None, args: An
     and ``eval_interval=0``); its ``num_turns`` sets the env's ``max_turns``. The trainer's bridge is ``.bridge``.
     """
     MAGRPOConfig, MAGRPOTrainer = import_comlrl()
-    from baselines.models import load_model, load_tokenizer, resolve_model_source
+    from llm_marl_baselines.models import load_model, load_tokenizer, resolve_model_source
 
     if args is None:
         # CoMLRL's early_termination_threshold=-0.2 is tied to its own rewards' scale: every node of our envs would
-        # stop there, so multi-turn trees would never grow. Off here, as in trainers.config.TrainerConfig.
+        # stop there, so multi-turn trees would never grow. Off here, as in llm_marl_trainers.config.TrainerConfig.
         args = MAGRPOConfig(num_agents=num_agents, eval_interval=0, early_termination_threshold=None)
     if int(getattr(args, "num_agents", num_agents)) != num_agents:
         raise ValueError(f"args.num_agents={args.num_agents} disagrees with num_agents={num_agents}")

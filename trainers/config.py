@@ -94,8 +94,8 @@ class TrainerConfig:
     for envs that pay each agent its own reward (the suite's writing and coding envs pay one joint reward)."""
     baseline: str = "group"
     """What a sample's return is compared with: ``group``, the mean of its siblings' returns (MAGRPO); ``critic``, a
-    learned centralized value ``V(s)`` of the node's position from the env's ``state()`` (:mod:`trainers.critic`;
-    with ``advantage: joint`` and ``scale_rewards: none``)."""
+    learned centralized value ``V(s)`` of the node's position from the env's ``state()``
+    (:mod:`llm_marl_trainers.critic`; with ``advantage: joint`` and ``scale_rewards: none``)."""
     critic_learning_rate: float = 1e-3
     """AdamW learning rate of the critic's value head (``baseline: critic``)."""
     critic_max_tokens: int = 1024
@@ -121,8 +121,8 @@ class TrainerConfig:
     share_prefix: bool = True
     """Read each prompt once (default): sampling prefills every distinct prompt once and decodes its G samples in a
     static cache, and the update runs each group's prompt once with its completions on top of its cache
-    (:class:`trainers.generation.TeamModel`). False: ``generate`` and a full forward per completion, the reference
-    path (same samples and gradients up to float rounding; for comparisons and debugging)."""
+    (:class:`llm_marl_trainers.generation.TeamModel`). False: ``generate`` and a full forward per completion, the
+    reference path (same samples and gradients up to float rounding; for comparisons and debugging)."""
     micro_batch_size: int = 4
     """Completions per forward/backward pass of the update; the gradients of the passes add up to the whole
     batch's (the losses are weighted so), so this bounds memory without changing the update (TRL: gradient

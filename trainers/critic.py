@@ -8,11 +8,11 @@ observation; the critic lives in the run's checkpoints (``critic.pt``, for resum
 - **Input**: ``state_text(state)``, the state as compact JSON with sorted keys (deterministic), of the node's
   position (:attr:`llm_marl_envs.rollout.TreeNode.state`, recorded by the runner with ``record_state=True``).
 - **Features**: the team's frozen base model read it — its last hidden state at the text's last token, adapters off,
-  no gradient (:meth:`trainers.generation.TeamModel.state_features`). So the critic costs one forward over the
+  no gradient (:meth:`llm_marl_trainers.generation.TeamModel.state_features`). So the critic costs one forward over the
   expanded nodes' states per step and a small trainable head, not a second language model.
 - **Head**: ``LayerNorm → Linear(hidden, width) → GELU → Linear(width, 1)``, float32, its own AdamW.
 - **Targets and loss**: each expanded node's return under the sampling policy, ``mean_c R(c)``
-  (:func:`trainers.advantages.value_targets`); mean squared error over the step's nodes, one optimizer step per
+  (:func:`llm_marl_trainers.advantages.value_targets`); mean squared error over the step's nodes, one optimizer step per
   training step, taken after the advantages were computed with the values from before it.
 - **Advantage**: ``A = R(c) − V(s_n)`` for the children ``c`` of node ``n`` (then ``scale_rewards`` as usual): the
   learned baseline takes the place of the mean of the group. The group mean is the better baseline while the critic
@@ -30,8 +30,8 @@ import torch
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
-    from trainers.distributed import DataParallel
-    from trainers.generation import TeamModel
+    from llm_marl_trainers.distributed import DataParallel
+    from llm_marl_trainers.generation import TeamModel
 
 
 def state_text(state: Any) -> str:

@@ -6,16 +6,16 @@ their own (pass a mapping ``agent -> LoadedModel``) and keeps the same interface
 
 - :meth:`TeamModel.generate`: every request of a turn (all agents, all envs, ``samples_per_request`` = G rows each) in
   **one** left-padded ``model.generate`` call per base model, each row running under its own agent's adapter; back
-  come :class:`~baselines.policies.base.Generation` records (text, prompt ids, completion ids through the first stop
-  token, per-token log-probabilities of the raw logits, finish reason), as the baselines' local backend makes them.
+  come :class:`~llm_marl_baselines.policies.base.Generation` records (text, prompt ids, completion ids through the first
+  stop token, per-token log-probabilities of the raw logits, finish reason), as the baselines' local backend makes them.
   :meth:`TeamModel.as_rollout_policy` is the same as the callable :mod:`llm_marl_envs.rollout` drives.
 - :meth:`TeamModel.forward_logprobs`: per-token log-probabilities of given prompt + completion ids under each row's
   adapter, with gradients, in one forward pass (the loss's ``per_token_logps``; ``reference=True`` gives the base
   model's, the KL reference for LoRA with no second model).
 - :meth:`TeamModel.adapter_parameters` (one optimizer per agent) and :meth:`TeamModel.save_adapters` (peft format, one
   folder per agent, which ``TeamModel(..., adapters=...)`` loads back; for a team directory the baselines play,
-  ``baselines.policies.adapters.save_team(dir, team.model_of(agent), env=..., roles=team.agents)`` takes the shared
-  base's peft model as it is).
+  ``llm_marl_baselines.policies.adapters.save_team(dir, team.model_of(agent), env=..., roles=team.agents)`` takes the
+  shared base's peft model as it is).
 
 How a row gets its agent's adapter (``scheme``)
 ------------------------------------------------
@@ -78,12 +78,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from baselines.decoding import left_pad, sample_rows
-from baselines.models import LoadedModel, load_model
-from baselines.policies.base import Generation, GenerationSettings
-from baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
+from llm_marl_baselines.decoding import left_pad, sample_rows
+from llm_marl_baselines.models import LoadedModel, load_model
+from llm_marl_baselines.policies.base import Generation, GenerationSettings
+from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
 from llm_marl_envs.rollout import ChatRequest
-from trainers.losses import completion_logits, entropy_from_logits, sequence_logprobs, token_logprobs
+from llm_marl_trainers.losses import completion_logits, entropy_from_logits, sequence_logprobs, token_logprobs
 
 SCHEMES: dict[str, str] = {
     "stacked": "one generate call; every LoRA layer adds bmm(bmm(x, A[row]), B[row]) for per-row adapters (default)",
@@ -134,7 +134,8 @@ class LoraSettings:
 
 @dataclass(frozen=True)
 class CompletionLogprobs:
-    """What :meth:`TeamModel.forward_logprobs` returns, shaped as :class:`trainers.losses.PolicyBatch` takes it.
+    """What :meth:`TeamModel.forward_logprobs` returns, shaped as :class:`llm_marl_trainers.losses.PolicyBatch` takes
+    it.
 
     ``B`` rows in the order given, ``T`` = the longest completion; completions are left-aligned (position t is the
     t-th completion token) and right-padded.
@@ -296,9 +297,10 @@ class TeamModel:
         seed: seeds the fresh adapters' initialisation (None: the global torch RNG).
         max_batch_rows: the most rows per ``generate`` call (None: all rows of a base model in one call).
         share_prefix: read each prompt once (default): sampling prefills every distinct (agent, prompt) once and
-            decodes its rows in a static cache (:func:`baselines.decoding.sample_rows`), and :meth:`forward_logprobs`
-            runs each distinct prompt once with its completions on top of its cache. False: ``model.generate`` and a
-            forward over prompt + completion for every row (the reference path, for comparisons and debugging).
+            decodes its rows in a static cache (:func:`llm_marl_baselines.decoding.sample_rows`), and
+            :meth:`forward_logprobs` runs each distinct prompt once with its completions on top of its cache. False:
+            ``model.generate`` and a forward over prompt + completion for every row (the reference path, for comparisons
+            and debugging).
     """
 
     def __init__(
@@ -356,7 +358,7 @@ class TeamModel:
         device: str = "auto",
         **kwargs: Any,
     ) -> TeamModel:
-        """Load the base model(s) with :func:`baselines.models.load_model` and build the team.
+        """Load the base model(s) with :func:`llm_marl_baselines.models.load_model` and build the team.
 
         ``model`` is a model name or path (None: the offline default SmolLM2-135M-Instruct) shared by every agent, or
         ``{agent: name or path}`` for a heterogeneous team (agents naming the same model share one copy). Other
@@ -549,7 +551,7 @@ class TeamModel:
     def _sample_shared(self, group: _Group, encoded: list[list[int]], agents: list[str],
                        settings: GenerationSettings, logprobs: bool, min_new_tokens: int) -> list[Generation]:
         """Rows sampled with each distinct (agent, prompt) prefilled once under its agent's adapter
-        (:func:`baselines.decoding.sample_rows`); the record text is the decoded continuation, unstripped."""
+        (:func:`llm_marl_baselines.decoding.sample_rows`); the record text is the decoded continuation, unstripped."""
         distinct: dict[tuple[str, tuple[int, ...]], int] = {}
         row_prompt = [distinct.setdefault((agent, tuple(ids)), len(distinct)) for agent, ids in zip(agents, encoded,
                                                                                                     strict=True)]
@@ -644,13 +646,13 @@ class TeamModel:
     ) -> CompletionLogprobs:
         """Per-token log-probabilities of each row's completion given its prompt, under the row's agent's adapter.
 
-        ``batch_rows`` are :class:`~baselines.policies.base.Generation` records or ``(prompt_ids, completion_ids)``
-        pairs. One forward pass per base model over all rows (prompts left-padded, completions right-padded, position
-        ids counted from each row's first real token, so a row's values equal those of its unpadded forward); only
-        the completion positions' logits are computed (``logits_to_keep``). Gradients flow to the adapters when grad
-        mode is on (train or eval mode). ``temperature`` divides the logits (1: the raw log-probabilities that
-        :meth:`generate` records); ``entropies`` adds per-token entropies; ``reference=True`` runs the base model
-        with every adapter off (the KL reference of a LoRA policy; wrap it in ``torch.no_grad()``).
+        ``batch_rows`` are :class:`~llm_marl_baselines.policies.base.Generation` records or ``(prompt_ids,
+        completion_ids)`` pairs. One forward pass per base model over all rows (prompts left-padded, completions
+        right-padded, position ids counted from each row's first real token, so a row's values equal those of its
+        unpadded forward); only the completion positions' logits are computed (``logits_to_keep``). Gradients flow to
+        the adapters when grad mode is on (train or eval mode). ``temperature`` divides the logits (1: the raw
+        log-probabilities that :meth:`generate` records); ``entropies`` adds per-token entropies; ``reference=True``
+        runs the base model with every adapter off (the KL reference of a LoRA policy; wrap it in ``torch.no_grad()``).
         """
         rows = [_prompt_and_completion(row, i) for i, row in enumerate(batch_rows)]
         agent_of_row = list(agent_of_row)
@@ -784,8 +786,8 @@ class TeamModel:
             group.model.train(was_training)
 
     def state_features(self, texts: Sequence[str], *, max_tokens: int = 1024) -> Tensor:
-        """Features of ``texts`` for a value head (:mod:`trainers.critic`): the first base model's last-layer hidden
-        state at each text's last token, every adapter off, no gradient; float32 ``[len(texts), hidden]``.
+        """Features of ``texts`` for a value head (:mod:`llm_marl_trainers.critic`): the first base model's last-layer
+        hidden state at each text's last token, every adapter off, no gradient; float32 ``[len(texts), hidden]``.
 
         Texts are tokenized as they are (no chat template); one over ``max_tokens`` keeps its head and tail. The
         rows are left-padded with position ids counted from each row's first token, so a row's features equal those

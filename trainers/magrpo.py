@@ -4,38 +4,38 @@ One step, top to bottom (Liu et al. 2025, arXiv 2508.04652, Alg. 1; official cod
 
 1. ``envs_per_step`` episodes grow MAGRPO trees (:func:`llm_marl_envs.rollout.rollout_tree`): at every node each live
    agent samples ``G = num_generations`` completions from its *own* observation (decentralized execution), all nodes
-   of one depth across envs in one batched ``generate`` (:class:`trainers.generation.TeamModel`), and the samples form
-   ``aligned`` (G) or ``cross`` (G^N) joint actions, each stepped in its own copy of the env. A node whose joint
-   actions' mean reward is above ``early_termination_threshold`` (when set) grows no further turns.
-2. Returns ``R = r + γ·mean(children R)`` (:func:`trainers.advantages.node_returns`) — the centralized part: the joint
-   reward of the whole team, computed from what the envs pay. With ``baseline="critic"`` a value head reads each
-   expanded node's privileged ``state()`` (:mod:`trainers.critic`) and is fitted to ``mean(children R)``.
+   of one depth across envs in one batched ``generate`` (:class:`llm_marl_trainers.generation.TeamModel`), and the
+   samples form ``aligned`` (G) or ``cross`` (G^N) joint actions, each stepped in its own copy of the env. A node whose
+   joint actions' mean reward is above ``early_termination_threshold`` (when set) grows no further turns.
+2. Returns ``R = r + γ·mean(children R)`` (:func:`llm_marl_trainers.advantages.node_returns`) — the centralized part:
+   the joint reward of the whole team, computed from what the envs pay. With ``baseline="critic"`` a value head reads
+   each expanded node's privileged ``state()`` (:mod:`llm_marl_trainers.critic`) and is fitted to ``mean(children R)``.
 3. At every node, each agent's G samples get ``A = R − mean(siblings' R)`` (or ``R − V(s_node)`` with the critic),
    scaled by ``scale_rewards`` (the std of the group, or of the whole batch). With ``advantage="per_agent"`` each
    agent's own return is used instead and compared with its teammates': ``A_i = R_i − mean_j R_j`` (arXiv
    2512.24609; :func:`batch_samples`).
-4. The loss (:func:`trainers.losses.policy_loss`) over every sampled completion under its agent's adapter; one AdamW
-   optimizer per agent's adapter. A step whose loss or gradients are not finite is skipped (no update, the row says
-   ``skipped: true``); ``max_bad_steps`` of them in a row stop the run (:class:`NonFiniteLossError`).
+4. The loss (:func:`llm_marl_trainers.losses.policy_loss`) over every sampled completion under its agent's adapter;
+   one AdamW optimizer per agent's adapter. A step whose loss or gradients are not finite is skipped (no update, the row
+   says ``skipped: true``); ``max_bad_steps`` of them in a row stop the run (:class:`NonFiniteLossError`).
 
 Everything the step needs to be replayed is in a checkpoint (adapters, optimizers, RNG states, step, config), and the
 tasks of step ``s`` are drawn from seeds fixed by ``(seed, s)``, so a run resumed from a checkpoint repeats the
 uninterrupted run's per-step metrics exactly on CPU. Metrics go to ``DIR/metrics.jsonl`` and, by ``report_to``, to
-TensorBoard (``DIR/tensorboard``) and W&B (:mod:`trainers.reporting`). The output folder, and every checkpoint in
-it, is a *team directory* (``team.json`` + ``adapters/<agent>/``) that ``baselines.policies.adapters`` loads and
-``llm-marl demo --adapters DIR`` plays.
+TensorBoard (``DIR/tensorboard``) and W&B (:mod:`llm_marl_trainers.reporting`). The output folder, and every checkpoint
+in it, is a *team directory* (``team.json`` + ``adapters/<agent>/``) that ``llm_marl_baselines.policies.adapters`` loads
+and ``llm-marl demo --adapters DIR`` plays.
 
 Scaling out
 -----------
 - *Several processes* (one per GPU, or CPU processes): launch with ``torchrun`` (or ``accelerate launch``) and the
-  trainer is data-parallel (:mod:`trainers.distributed`): each of the ``world_size`` ranks grows
+  trainer is data-parallel (:mod:`llm_marl_trainers.distributed`): each of the ``world_size`` ranks grows
   ``envs_per_step / world_size`` of the step's trees on its own copy of the team, the losses are weighted by the
   whole step's completions, the adapters' gradients are summed across ranks before each AdamW step, and the reward
   metrics are gathered, so the update is the one a single process would compute from the same completions. Rank 0
   writes metrics, checkpoints (with every rank's RNG states) and the team; a run resumes with the same number of
   processes. ``torchrun --standalone --nproc-per-node 2 --no-python llm-marl train ...``.
 - *vLLM generation* is not supported: sampling is one batched ``model.generate`` call per depth with per-row LoRA
-  routing (:mod:`trainers.generation`). A vLLM backend would serve the base with one LoRA per agent
+  routing (:mod:`llm_marl_trainers.generation`). A vLLM backend would serve the base with one LoRA per agent
   (``enable_lora``), and after each step the updated adapters would have to be saved and reloaded into it (TRL's
   ``use_vllm`` does the weight sync for a single policy); the per-token log-probabilities it returns would be the
   records the loss needs. None of that is written: no GPU was available to build and check it on.
@@ -59,12 +59,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from baselines.models import DEFAULT_MODEL
-from baselines.policies.base import GenerationSettings
+from llm_marl_baselines.models import DEFAULT_MODEL
+from llm_marl_baselines.policies.base import GenerationSettings
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import ChatEnv, TreeNode, rollout_tree
-from trainers import checkpoint
-from trainers.advantages import (
+from llm_marl_trainers import checkpoint
+from llm_marl_trainers.advantages import (
     STD_EPS,
     node_returns,
     per_agent_advantages,
@@ -72,12 +72,12 @@ from trainers.advantages import (
     sample_returns,
     value_targets,
 )
-from trainers.config import TrainerConfig
-from trainers.critic import StateCritic
-from trainers.distributed import DataParallel
-from trainers.generation import LoraSettings, TeamModel
-from trainers.losses import LossSettings, PolicyBatch, policy_loss
-from trainers.reporting import MetricsReporter, format_row
+from llm_marl_trainers.config import TrainerConfig
+from llm_marl_trainers.critic import StateCritic
+from llm_marl_trainers.distributed import DataParallel
+from llm_marl_trainers.generation import LoraSettings, TeamModel
+from llm_marl_trainers.losses import LossSettings, PolicyBatch, policy_loss
+from llm_marl_trainers.reporting import MetricsReporter, format_row
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +113,9 @@ class _ScaleGroup:
 def agent_node_returns(root: TreeNode, gamma: float) -> dict[int, dict[str, float]]:
     """Every node's per-agent returns, keyed by ``id(node)``: ``R_i(n) = r_i(n) + γ · mean_c R_i(c)``.
 
-    :func:`trainers.advantages.node_returns` with each agent's own reward ``r_i`` (what the env's ``rewards[agent]``
-    paid it for the step into ``n``; 0 where the agent did not act, e.g. after it finished) instead of the joint one.
+    :func:`llm_marl_trainers.advantages.node_returns` with each agent's own reward ``r_i`` (what the env's
+    ``rewards[agent]`` paid it for the step into ``n``; 0 where the agent did not act, e.g. after it finished) instead
+    of the joint one.
     """
     returns: dict[int, dict[str, float]] = {}
 
@@ -192,10 +193,10 @@ def batch_samples(
     """Every completion of a step's trees with its advantage, and the per-agent groups of returns.
 
     ``advantage="joint"`` (MAGRPO): at each node, agent ``i``'s sample ``k`` has the return ``R_i(k)`` of
-    :func:`~trainers.advantages.sample_returns` (the child's return, aligned; the mean over the joint actions it is
-    part of, cross) and ``A = R_i(k) − mean_k R_i(k)``. ``advantage="per_agent"`` (arXiv 2512.24609): the agent's own
-    return ``R_i`` (:func:`agent_node_returns`) against the acting agents' mean in the same joint action,
-    ``A_i = R_i − mean_j R_j`` (:func:`~trainers.advantages.per_agent_advantages`).
+    :func:`~llm_marl_trainers.advantages.sample_returns` (the child's return, aligned; the mean over the joint actions
+    it is part of, cross) and ``A = R_i(k) − mean_k R_i(k)``. ``advantage="per_agent"`` (arXiv 2512.24609): the agent's
+    own return ``R_i`` (:func:`agent_node_returns`) against the acting agents' mean in the same joint action,
+    ``A_i = R_i − mean_j R_j`` (:func:`~llm_marl_trainers.advantages.per_agent_advantages`).
 
     ``scale_rewards`` (TRL's option): ``group`` divides by the std of the group's returns (joint; an agent's G samples)
     or of the node's advantages (per_agent: all acting agents' samples, since one agent's A_i can be constant and
@@ -381,7 +382,7 @@ class MAGRPOTrainer:
 
     def save_team(self, directory: str | Path) -> Path:
         """Write the team to ``directory``: ``adapters/<agent>/`` and, when the env and base are known,
-        ``team.json`` (:func:`trainers.checkpoint.write_team_manifest`), so the folder is a team directory."""
+        ``team.json`` (:func:`llm_marl_trainers.checkpoint.write_team_manifest`), so the folder is a team directory."""
         directory = Path(directory)
         self.team.save_adapters(directory / "adapters")
         checkpoint.write_team_manifest(directory, self)
@@ -612,7 +613,7 @@ def base_dtype(dtype: str, device: str) -> str:
     faster but the updates and an exact resume are what a CPU run is for."""
     if dtype != "auto":
         return dtype
-    from baselines.models import choose_device
+    from llm_marl_baselines.models import choose_device
 
     device = choose_device(device)
     return "bfloat16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "float32"
@@ -634,8 +635,8 @@ def model_sources(config: TrainerConfig, agents: Sequence[str]) -> str | dict[st
 
 def manifest_base_model(config: TrainerConfig) -> str | None:
     """The base model as ``team.json`` names it: ``SmolLM2-135M-Instruct`` for ``default`` (what
-    ``baselines.models.load_model`` resolves offline), else the model folder's absolute path; None for a per-agent
-    mapping of different models (a team directory names one base)."""
+    ``llm_marl_baselines.models.load_model`` resolves offline), else the model folder's absolute path; None for a
+    per-agent mapping of different models (a team directory names one base)."""
     models = set(config.model.values()) if isinstance(config.model, dict) else {config.model}
     if len(models) > 1:
         return None

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.config import TrainerConfig
+from llm_marl_trainers.config import TrainerConfig
 
 
 @dataclass(frozen=True)
@@ -127,12 +127,12 @@ def generation_estimate(rows: tuple[int, ...], measured: dict[int, tuple[float, 
 
 
 def estimate_step(trainer: Any, plan: StepPlan) -> StepEstimate:
-    """Time one step of ``trainer`` (a :class:`~trainers.magrpo.MAGRPOTrainer`) will take, by measurement (see the
-    module docstring). Nothing of the run changes: sampling uses a private seed, the global RNG states are restored,
+    """Time one step of ``trainer`` (a :class:`~llm_marl_trainers.magrpo.MAGRPOTrainer`) will take, by measurement (see
+    the module docstring). Nothing of the run changes: sampling uses a private seed, the global RNG states are restored,
     and the gradients of the trial backward pass are dropped."""
     import torch
 
-    from baselines.policies.base import GenerationSettings
+    from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.rollout import ChatRequest
 
     started = time.perf_counter()

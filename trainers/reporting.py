@@ -7,9 +7,10 @@ outcomes are ``train/episode/*`` (``quality``, ``consistency``, ``turns``, ``pas
 ``train/tokens_per_second``. The global step is the optimisation step (1, 2, ...).
 
 A resumed run continues the same records: ``metrics.jsonl`` loses the rows after the checkpoint (they are run again,
-see :mod:`trainers.checkpoint`), TensorBoard is opened with ``purge_step`` so its readers drop the old events of those
-steps, and W&B resumes the run whose id ``DIR/wandb-run-id`` keeps (W&B ignores steps lower than the last it has, so
-there the stopped run's values of the repeated steps stay; ``metrics.jsonl`` and TensorBoard are the exact record).
+see :mod:`llm_marl_trainers.checkpoint`), TensorBoard is opened with ``purge_step`` so its readers drop the old events
+of those steps, and W&B resumes the run whose id ``DIR/wandb-run-id`` keeps (W&B ignores steps lower than the last it
+has, so there the stopped run's values of the repeated steps stay; ``metrics.jsonl`` and TensorBoard are the exact
+record).
 
 TensorBoard comes with the ``train`` extra (``torch.utils.tensorboard`` needs the ``tensorboard`` package); ``wandb``
 is imported only when ``report_to`` names it (``pip install 'llm-marl-envs[wandb]'``; ``WANDB_MODE=offline`` logs to
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainers.config import TrainerConfig
+from llm_marl_trainers.config import TrainerConfig
 
 PREFIX = "train/"
 """The tag prefix transformers gives training logs (``train/reward``), so curves line up with TRL runs'."""

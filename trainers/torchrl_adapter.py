@@ -458,7 +458,7 @@ def train_grpo(env: Any, steps: int, *, model: Any = None, tokenizer: Any = None
     from torchrl.envs import InitTracker, TransformedEnv
     from torchrl.objectives.llm import GRPOLoss, MCAdvantage
 
-    from baselines.models import LoadedModel, load_model
+    from llm_marl_baselines.models import LoadedModel, load_model
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
@@ -473,7 +473,7 @@ def train_grpo(env: Any, steps: int, *, model: Any = None, tokenizer: Any = None
     if peft_config is not None:
         import peft
 
-        from trainers.comlrl_adapter import default_lora
+        from llm_marl_trainers.comlrl_adapter import default_lora
 
         model = peft.get_peft_model(model, default_lora() if isinstance(peft_config, str) else peft_config)
     model.eval()  # GRPOLoss's note: keep the policy in eval mode so sampling and scoring match

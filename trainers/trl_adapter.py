@@ -3,7 +3,7 @@
 Three lines train SmolLM2 on the writing env with TRL (LoRA by default)::
 
     from trl import GRPOConfig
-    from trainers.trl_adapter import grpo_trainer
+    from llm_marl_trainers.trl_adapter import grpo_trainer
     grpo_trainer("writing", args=GRPOConfig("out", max_steps=100), similarity="tfidf").train()
 
 Or by hand, with any model and config: ``rollout = EnvRollout("coding", num_agents=1, executor="local")``, then
@@ -65,7 +65,7 @@ samples of one row is ``num_generations`` independent episodes from the same see
 GRPO one for that role's completions, and summing the per-role terms over the dataset's rows gives the policy gradient
 of the team return for the shared policy (``log π(joint action) = Σ_roles log π(a_role | o_role)``). Teammates'
 completions are generated but not trained on in that sample (they are trained on in their own rows' samples). For
-per-agent adapters and MAGRPO's joint-action trees use :class:`trainers.magrpo.MAGRPOTrainer`.
+per-agent adapters and MAGRPO's joint-action trees use :class:`llm_marl_trainers.magrpo.MAGRPOTrainer`.
 
 Multi-turn episodes (``max_turns > 1``): TRL trains one token sequence per sample, so an agent's turns form one
 growing chat — its first prompt, its completion, the env's next observation as a new user message (``env_mask`` 0),
@@ -87,7 +87,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from baselines.policies.base import Generation
+from llm_marl_baselines.policies.base import Generation
 from llm_marl_envs.registry import env_spec, make_env
 from llm_marl_envs.rollout import ChatRequest, Trajectory, run_episodes
 
@@ -558,14 +558,14 @@ def grpo_trainer(env: str, num_agents: int = 1, model: Any = None, args: GRPOCon
     reward, a :func:`build_dataset` dataset (``seeds``, default :data:`DEFAULT_NUM_SEEDS`) unless ``train_dataset``.
 
     ``model``: None (the offline default, SmolLM2-135M-Instruct), a local path or hub id, a
-    ``baselines.models.LoadedModel``, or a transformers model (its tokenizer from ``processing_class`` or its
+    ``llm_marl_baselines.models.LoadedModel``, or a transformers model (its tokenizer from ``processing_class`` or its
     ``name_or_path``); paths and ids load in float32, as TRL loads them. ``args``: a ``GRPOConfig`` (default: TRL's,
     with bf16 only on a GPU that has it). ``peft_config``: ``"default"`` (:func:`default_lora`), a peft config, or
     None (full fine-tuning). ``env_kwargs`` go to ``make_env`` (e.g. ``similarity="tfidf"``, ``max_turns=1``).
     """
     from trl import GRPOTrainer
 
-    from baselines.models import LoadedModel, load_model, load_tokenizer
+    from llm_marl_baselines.models import LoadedModel, load_model, load_tokenizer
 
     # Everything that can be checked without a model is checked first: a typo should not cost a model load.
     rollout = EnvRollout(env, num_agents, on_rollout=on_rollout, **env_kwargs)

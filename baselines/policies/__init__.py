@@ -1,6 +1,6 @@
 """Policies: a batch of (agent, observation) requests → action strings. Backends load lazily.
 
->>> from baselines.policies import make_policy, ActionRequest, GenerationSettings
+>>> from llm_marl_baselines.policies import make_policy, ActionRequest, GenerationSettings
 >>> policy = make_policy("scripted")
 >>> policy.act([ActionRequest("concise", "Source text:\\nA cat sat.")], GenerationSettings(max_new_tokens=8))
 ['A cat sat.\\n<done/>']
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from baselines.policies.base import (
+from llm_marl_baselines.policies.base import (
     ActionRequest,
     Generation,
     GenerationSettings,
@@ -28,10 +28,10 @@ from baselines.policies.base import (
 
 # kind -> (module, class, the extra that provides its dependencies)
 POLICY_KINDS: dict[str, tuple[str, str, str]] = {
-    "scripted": ("baselines.policies.scripted", "ScriptedPolicy", ""),
-    "local": ("baselines.policies.local", "LocalModelPolicy", "model"),
-    "adapters": ("baselines.policies.adapters", "AdapterTeamPolicy", "train"),
-    "endpoint": ("baselines.policies.endpoint", "EndpointPolicy", "endpoint"),
+    "scripted": ("llm_marl_baselines.policies.scripted", "ScriptedPolicy", ""),
+    "local": ("llm_marl_baselines.policies.local", "LocalModelPolicy", "model"),
+    "adapters": ("llm_marl_baselines.policies.adapters", "AdapterTeamPolicy", "train"),
+    "endpoint": ("llm_marl_baselines.policies.endpoint", "EndpointPolicy", "endpoint"),
 }
 
 __all__ = [

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from baselines.models import DEFAULT_MODEL, LoadedModel, load_model
-from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
-from baselines.policies.local import DEFAULT_BATCH_SIZE, generate_records
+from llm_marl_baselines.models import DEFAULT_MODEL, LoadedModel, load_model
+from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
+from llm_marl_baselines.policies.local import DEFAULT_BATCH_SIZE, generate_records
 from llm_marl_envs.registry import ENVS
 
 FORMAT_VERSION = 1

@@ -319,7 +319,7 @@ class RolloutPolicy:
 
     >>> from llm_marl_envs.rollout import run_episodes
     >>> from llm_marl_envs.registry import make_env
-    >>> from baselines.policies import make_policy
+    >>> from llm_marl_baselines.policies import make_policy
     >>> envs = [make_env("writing", num_agents=2, max_turns=1, similarity="tfidf")]
     >>> (trajectory,) = run_episodes(envs, make_policy("scripted").as_rollout_policy(GenerationSettings()), seeds=[0])
     >>> type(trajectory.steps[0].generation).__name__

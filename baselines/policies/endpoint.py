@@ -7,7 +7,7 @@ timeouts, HTTP 429 and 5xx are retried with exponential backoff; after the last 
 names the URL, the attempts and the last cause. Other 4xx answers and malformed bodies (not JSON, or JSON without
 ``choices[0].message.content``) fail at once with an :class:`EndpointError` quoting the body.
 
-Generation records (:meth:`~baselines.policies.base.Policy.generate`). The text is always there. With
+Generation records (:meth:`~llm_marl_baselines.policies.base.Policy.generate`). The text is always there. With
 ``logprobs=True`` the request asks for the sampled tokens' log-probabilities (OpenAI's ``"logprobs": true``), read from
 ``choices[0].logprobs.content[*].logprob``; it is off by default because some servers reject the field. With
 ``token_ids=True`` it also asks for token ids with vLLM's extensions (``"return_token_ids": true``, answered by
@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from baselines.policies.base import FINISH_REASONS, ActionRequest, Generation, GenerationSettings, Policy
+from llm_marl_baselines.policies.base import FINISH_REASONS, ActionRequest, Generation, GenerationSettings, Policy
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 

@@ -1,7 +1,7 @@
 """Local Hugging Face model policy: chat template, batched generation across agents and episodes (left padding).
 
-The default model is the offline SmolLM2-135M-Instruct (see :mod:`baselines.models`); any local folder or hub id
-works too. :func:`generate_records` (and its text-only form :func:`generate_actions`) is shared with the adapter
+The default model is the offline SmolLM2-135M-Instruct (see :mod:`llm_marl_baselines.models`); any local folder or hub
+id works too. :func:`generate_records` (and its text-only form :func:`generate_actions`) is shared with the adapter
 policy, which runs it once per role sub-batch.
 """
 
@@ -12,9 +12,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from baselines.decoding import sample_rows
-from baselines.models import LoadedModel, load_model
-from baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
+from llm_marl_baselines.decoding import sample_rows
+from llm_marl_baselines.models import LoadedModel, load_model
+from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
 
 DEFAULT_BATCH_SIZE = 16
 
@@ -113,8 +113,8 @@ def generate_records(
     (:func:`render_chat`), and the record's text starts with that message's content.
 
     ``share_prefix`` (default): requests with the same prompt in one batch (the G samples of a group, several seeds of
-    one task) are prefilled once and decoded in a static cache (:func:`baselines.decoding.sample_rows`); False runs
-    ``model.generate`` on every row, the reference path (same samples for the same seed and rows: the tests check).
+    one task) are prefilled once and decoded in a static cache (:func:`llm_marl_baselines.decoding.sample_rows`); False
+    runs ``model.generate`` on every row, the reference path (same samples for the same seed and rows: the tests check).
     """
     import torch
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from baselines.policies.base import ActionRequest, GenerationSettings, Policy
+from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings, Policy
 
 _TURN = re.compile(r"Turn (\d+) of (\d+)")
 _DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(([^)]*)\)", re.MULTILINE)

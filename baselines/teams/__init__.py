@@ -1,11 +1,11 @@
 """The teams that ship with the package: MAGRPO-trained LoRA adapters on the default model, one per env × team size.
 
 Each lives in a subfolder named ``<env>-<size>`` (``writing-2``, ``coding-2``): a team directory
-(:mod:`baselines.policies.adapters`: ``team.json`` + ``adapters/<role>/``, float16 weights), plus the run's
+(:mod:`llm_marl_baselines.policies.adapters`: ``team.json`` + ``adapters/<role>/``, float16 weights), plus the run's
 ``metrics.jsonl``, ``untrained.jsonl`` (the untrained team on the same training tasks), ``curve.png`` and
 ``recipe.yaml`` (the committed recipe it was trained with, ``recipes/<env>-<size>.yaml`` in the repository).
 
-    from baselines.teams import builtin_teams, load_team
+    from llm_marl_baselines.teams import builtin_teams, load_team
     builtin_teams()                       # {(env, team size): team directory} of every shipped team
     policy = load_team("coding_v0", 2)    # the shipped 2-agent coding team as an AdapterTeamPolicy
 
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from baselines.policies.adapters import MANIFEST_NAME, load_team_manifest
+from llm_marl_baselines.policies.adapters import MANIFEST_NAME, load_team_manifest
 from llm_marl_envs.registry import ENV_NAMES, canonical_name
 
 BUILTIN = "builtin"
@@ -38,7 +38,7 @@ plays is the caller's choice)."""
 
 def teams_root() -> Path:
     """The folder holding the shipped teams (inside the installed package)."""
-    return Path(str(importlib.resources.files("baselines.teams")))
+    return Path(str(importlib.resources.files("llm_marl_baselines.teams")))
 
 
 def team_name(env: str, num_agents: int) -> str:
@@ -72,9 +72,9 @@ def builtin_team_dir(env: str, num_agents: int) -> Path:
 
 def load_team(env: str, num_agents: int, **policy_kwargs: Any) -> Any:
     """The shipped team for ``env`` and ``num_agents`` as a ready policy
-    (:class:`~baselines.policies.adapters.AdapterTeamPolicy`; ``policy_kwargs``: ``dtype``, ``device``...). Its
+    (:class:`~llm_marl_baselines.policies.adapters.AdapterTeamPolicy`; ``policy_kwargs``: ``dtype``, ``device``...). Its
     ``team_dir`` is :func:`builtin_team_dir`'s."""
-    from baselines.policies.adapters import AdapterTeamPolicy
+    from llm_marl_baselines.policies.adapters import AdapterTeamPolicy
 
     return AdapterTeamPolicy(builtin_team_dir(env, num_agents), **policy_kwargs)
 

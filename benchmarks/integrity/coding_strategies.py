@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.integrity import ActionFn, Strategy
+from llm_marl_benchmarks.integrity import ActionFn, Strategy
 from llm_marl_envs.core.tasks import Task
 from llm_marl_envs.envs.coding.contribution import normalized_assert
 from llm_marl_envs.envs.coding.roles import HELPER_NAME

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from benchmarks.integrity import ActionFn, Strategy
+from llm_marl_benchmarks.integrity import ActionFn, Strategy
 from llm_marl_envs.core.tasks import Task
 from llm_marl_envs.envs.writing.roles import PART_SPECS, STYLES, PartSpec, writing_team
 

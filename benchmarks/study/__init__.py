@@ -1,12 +1,13 @@
 """Reproduce the seeds' 6,000-episode study: trained team vs single agent vs untrained team, resumable, with
 statistics, a report and Ray scale-out.
 
-``python -m benchmarks.study`` / ``llm-marl bench study``; the modules: :mod:`~benchmarks.study.design` (conditions,
-presets, the plan), :mod:`~benchmarks.study.episode_log` (the fsync-ed log), :mod:`~benchmarks.study.execution`
-(batches on the rollout runner, locally or on Ray), :mod:`~benchmarks.study.stats` and
-:mod:`~benchmarks.study.report` (the report), :mod:`~benchmarks.study.cli` (the command).
+``python -m llm_marl_benchmarks.study`` / ``llm-marl bench study``; the modules:
+:mod:`~llm_marl_benchmarks.study.design` (conditions, presets, the plan), :mod:`~llm_marl_benchmarks.study.episode_log`
+(the fsync-ed log), :mod:`~llm_marl_benchmarks.study.execution` (batches on the rollout runner, locally or on Ray),
+:mod:`~llm_marl_benchmarks.study.stats` and :mod:`~llm_marl_benchmarks.study.report` (the report),
+:mod:`~llm_marl_benchmarks.study.cli` (the command).
 """
 
-from benchmarks.study.cli import main
+from llm_marl_benchmarks.study.cli import main
 
 __all__ = ["main"]

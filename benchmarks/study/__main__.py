@@ -1,7 +1,7 @@
-"""``python -m benchmarks.study``: see :mod:`benchmarks.study.cli`."""
+"""``python -m llm_marl_benchmarks.study``: see :mod:`llm_marl_benchmarks.study.cli`."""
 
 import sys
 
-from benchmarks.study.cli import main
+from llm_marl_benchmarks.study.cli import main
 
 sys.exit(main())

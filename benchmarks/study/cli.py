@@ -1,4 +1,4 @@
-"""``llm-marl bench study`` (``python -m benchmarks.study``): reproduce the seeds' 6,000-episode experiment.
+"""``llm-marl bench study`` (``python -m llm_marl_benchmarks.study``): reproduce the seeds' 6,000-episode experiment.
 
 Conditions (``--conditions``): ``trained`` (the CTDE-trained team: one LoRA adapter per role from the MAGRPO trainer,
 each agent acting on its own observation), ``single`` (one agent does everything, with the same turn budget, feedback
@@ -38,9 +38,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from baselines.teams import BUILTIN
-from benchmarks.progress import StudyProgress, duration
-from benchmarks.study.design import (
+from llm_marl_baselines.teams import BUILTIN
+from llm_marl_benchmarks.progress import StudyProgress, duration
+from llm_marl_benchmarks.study.design import (
     CONDITIONS,
     PRESETS,
     PlannedEpisode,
@@ -49,8 +49,8 @@ from benchmarks.study.design import (
     cells_needing_teams,
     config_hash,
 )
-from benchmarks.study.episode_log import EpisodeLog
-from benchmarks.study.execution import (
+from llm_marl_benchmarks.study.episode_log import EpisodeLog
+from llm_marl_benchmarks.study.execution import (
     BATCHING,
     DEFAULT_BATCH_EPISODES,
     GENERATE_ROWS,
@@ -69,7 +69,7 @@ FULL_DESIGN_EPISODES = 6000
 def build_parser() -> argparse.ArgumentParser:
     """The study's options (a design option left out takes the preset's value)."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.study", description=__doc__.split("\n\n")[0],
+        prog="python -m llm_marl_benchmarks.study", description=__doc__.split("\n\n")[0],
         epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--preset", choices=tuple(PRESETS), default="full",
@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**figures, "config_hash": digest, "out": str(out)}, indent=2) + "\n")
     if not args.no_report:
-        from benchmarks.study.report import build_report, print_headline
+        from llm_marl_benchmarks.study.report import build_report, print_headline
 
         report = build_report(out)
         print_headline(list(log.rows.values()))
@@ -301,7 +301,7 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
         args.adapters = [Path(BUILTIN)]
     if needed and args.adapters and any(str(d) == BUILTIN for d in args.adapters):
         # Decided from the shipped teams before anything else (also for a scripted run: the same plan).
-        from baselines.teams import builtin_teams
+        from llm_marl_baselines.teams import builtin_teams
 
         covered = set(builtin_teams()) | {_manifest_cell(d) for d in args.adapters if str(d) != BUILTIN}
         missing = [cell for cell in needed if cell not in covered]
@@ -314,7 +314,7 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
         raise ValueError("the trained condition runs local adapters: use --policy local, or leave 'trained' out "
                          "of --conditions for an endpoint study")
     if args.adapters:
-        from baselines.policies.adapters import load_team_manifest
+        from llm_marl_baselines.policies.adapters import load_team_manifest
 
         given: dict[tuple[str, int], str] = {}
         for directory in _expand_builtin(args.adapters):
@@ -333,7 +333,7 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
 
 
 def _manifest_cell(directory: Path) -> tuple[str, int]:
-    from baselines.policies.adapters import load_team_manifest
+    from llm_marl_baselines.policies.adapters import load_team_manifest
 
     manifest = load_team_manifest(directory)
     return manifest.env_name, manifest.num_agents
@@ -344,11 +344,11 @@ def _team_names(cells: Sequence[tuple[str, int]]) -> str:
 
 
 def _expand_builtin(directories: Sequence[Path]) -> list[Path]:
-    """``--adapters`` with ``builtin`` replaced by the shipped teams' directories (:mod:`baselines.teams`)."""
+    """``--adapters`` with ``builtin`` replaced by the shipped teams' directories (:mod:`llm_marl_baselines.teams`)."""
     expanded: list[Path] = []
     for directory in directories:
         if str(directory) == BUILTIN:
-            from baselines.teams import builtin_teams
+            from llm_marl_baselines.teams import builtin_teams
 
             expanded += builtin_teams().values()
         else:
@@ -359,9 +359,9 @@ def _expand_builtin(directories: Sequence[Path]) -> list[Path]:
 def _train_team(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan | None, policy: PolicySpec,
                 out: Path) -> Path:
     """Train (or finish training) the team of ``cell`` with the MAGRPO trainer; its run folder is a team directory."""
-    from benchmarks.train import StepProgress
-    from trainers import checkpoint
-    from trainers.magrpo import MAGRPOTrainer
+    from llm_marl_benchmarks.train import StepProgress
+    from llm_marl_trainers import checkpoint
+    from llm_marl_trainers.magrpo import MAGRPOTrainer
 
     assert plan is not None
     env, size = cell
@@ -386,10 +386,10 @@ def _train_team(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan |
 
 def training_config(cell: tuple[str, int], design: StudyDesign, plan: TrainingPlan, policy: PolicySpec,
                     run_dir: Path) -> Any:
-    """The :class:`~trainers.config.TrainerConfig` of the team of ``cell``: the shipped team's recipe when there is
-    one and ``plan.recipes`` (the default), else the plan's settings; the study's similarity backend, env arguments
-    and turns either way, and the plan's ``steps`` when ``--train-steps`` set them."""
-    from trainers.config import TrainerConfig
+    """The :class:`~llm_marl_trainers.config.TrainerConfig` of the team of ``cell``: the shipped team's recipe when
+    there is one and ``plan.recipes`` (the default), else the plan's settings; the study's similarity backend, env
+    arguments and turns either way, and the plan's ``steps`` when ``--train-steps`` set them."""
+    from llm_marl_trainers.config import TrainerConfig
 
     env, size = cell
     env_kwargs = {"similarity": design.similarity, **design.env_kwargs.get(env, {}),
@@ -414,7 +414,7 @@ def training_config(cell: tuple[str, int], design: StudyDesign, plan: TrainingPl
 
 def _shipped_recipe(env: str, size: int) -> Path | None:
     """The recipe the shipped team of ``env`` × ``size`` was trained with, if the package has that team."""
-    from baselines.teams import builtin_team_dir
+    from llm_marl_baselines.teams import builtin_team_dir
 
     try:
         recipe = builtin_team_dir(env, size) / "recipe.yaml"

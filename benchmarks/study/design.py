@@ -41,14 +41,15 @@ class Condition:
 
     name: str
     baseline: str
-    """The schedule, a name of :func:`baselines.collaboration.get_baseline` (``plain``: the env's own prompts)."""
+    """The schedule, a name of :func:`llm_marl_baselines.collaboration.get_baseline` (``plain``: the env's own
+    prompts)."""
     trained: bool
     description: str
 
     @property
     def single_agent(self) -> bool:
         """Whether the condition plays one agent whatever the cell's team size."""
-        from baselines.collaboration import get_baseline
+        from llm_marl_baselines.collaboration import get_baseline
 
         return get_baseline(self.baseline).single_agent
 
@@ -236,7 +237,7 @@ class StudyDesign:
     def turn_budget(self, condition: str) -> int:
         """Turns an episode of ``condition`` may take: ``max_turns`` for the multi-turn conditions, the fixed
         schedule's own otherwise."""
-        from baselines.collaboration import get_baseline
+        from llm_marl_baselines.collaboration import get_baseline
 
         return get_baseline(CONDITIONS[condition].baseline).env_kwargs(2, self.max_turns)["max_turns"]
 
@@ -274,7 +275,7 @@ class StudyDesign:
     def env_kwargs_for(self, env: str, condition: str, team_size: int) -> dict[str, Any]:
         """The env arguments an episode of this cell is built with (the condition's baseline sets team size,
         turns and observability)."""
-        from baselines.collaboration import get_baseline
+        from llm_marl_baselines.collaboration import get_baseline
 
         spec = get_baseline(CONDITIONS[condition].baseline)
         return {"similarity": self.similarity, **self.env_kwargs.get(env, {}),

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from baselines.collaboration import draft_part
-from benchmarks.progress import LockstepTurn
-from benchmarks.study.design import CONDITIONS, PlannedEpisode, StudyDesign
+from llm_marl_baselines.collaboration import draft_part
+from llm_marl_benchmarks.progress import LockstepTurn
+from llm_marl_benchmarks.study.design import CONDITIONS, PlannedEpisode, StudyDesign
 
 BATCHING: dict[str, str] = {
     "policy": "one batch per env, model and token budget: the conditions the same model plays share it",
@@ -140,8 +140,8 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
     if team_dir is not None and spec.kind != "scripted":
         key = ("team", team_dir, spec.dtype, spec.generate_rows)
         if key not in _POLICIES:
-            from baselines.policies.adapters import load_team_manifest
-            from trainers.generation import TeamModel
+            from llm_marl_baselines.policies.adapters import load_team_manifest
+            from llm_marl_trainers.generation import TeamModel
 
             manifest = load_team_manifest(team_dir)
             adapters = {role: Path(team_dir) / folder for role, folder in manifest.roles.items()}
@@ -150,7 +150,7 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
         return _POLICIES[key].as_rollout_policy(settings, logprobs=False)
     key = ("base", spec)
     if key not in _POLICIES:
-        from baselines.policies import make_policy
+        from llm_marl_baselines.policies import make_policy
 
         if spec.kind == "local":
             _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype, batch_size=spec.generate_rows)
@@ -174,8 +174,8 @@ class _CountedLocal:
     settings: Any
 
     def __call__(self, requests: Sequence[Any]) -> list[Any]:
-        from baselines.policies import ActionRequest
-        from baselines.policies.local import generate_records
+        from llm_marl_baselines.policies import ActionRequest
+        from llm_marl_baselines.policies.local import generate_records
 
         batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
         return generate_records(self.policy.loaded, batch, self.settings, batch_size=self.policy.batch_size,
@@ -188,8 +188,8 @@ def run_batch(
 ) -> list[dict[str, Any]]:
     """Play one batch in lockstep and return one log row per episode (see :func:`episode_row`); ``on_turn`` hears
     of each turn once every episode still playing has stepped."""
-    from baselines.collaboration import get_baseline
-    from baselines.policies import GenerationSettings
+    from llm_marl_baselines.collaboration import get_baseline
+    from llm_marl_baselines.policies import GenerationSettings
     from llm_marl_envs import rollout
     from llm_marl_envs.registry import make_env
 

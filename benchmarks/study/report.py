@@ -10,7 +10,7 @@ Reads the episode log the runner writes (``DIR/episodes.jsonl``, one JSON object
 - ``regression.csv`` ``T = α + β·C + ε`` on min–max normalised turns and each consistency column;
 - ``bars_<env>.png`` means with 95 % CI per condition and team size; ``scatter_<env>.png`` T against C with the fit.
 
-Rebuild from a log: ``python -m benchmarks.study.report DIR``.
+Rebuild from a log: ``python -m llm_marl_benchmarks.study.report DIR``.
 
 Missing values stay missing: single-agent episodes have no consistency (``None``) and coding is the only env with
 a pass rate, so those rows drop out of the statistics of that metric instead of counting as 0.
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.study import stats
-from benchmarks.study.episode_log import LOG_NAME
-from benchmarks.study.execution import echoed_scaffolding
+from llm_marl_benchmarks.study import stats
+from llm_marl_benchmarks.study.episode_log import LOG_NAME
+from llm_marl_benchmarks.study.execution import echoed_scaffolding
 from llm_marl_envs.registry import ENV_NAMES
 
 __all__ = [
@@ -1170,9 +1170,10 @@ def build_report(out_dir: str | Path, rows: Sequence[Mapping[str, Any]] | None =
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.study.report DIR``: rebuild the report from ``DIR/episodes.jsonl``; print the headline."""
+    """``python -m llm_marl_benchmarks.study.report DIR``: rebuild the report from ``DIR/episodes.jsonl``; print the
+    headline."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.study.report",
+        prog="python -m llm_marl_benchmarks.study.report",
         description="Rebuild the study report (report.md, summary.csv, tests.csv, regression.csv, plots) from "
         "DIR/episodes.jsonl.",
     )

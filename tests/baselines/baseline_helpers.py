@@ -15,7 +15,7 @@ ENV_KWARGS: dict[str, dict[str, Any]] = {
 @functools.cache
 def default_model(dtype: str = "bfloat16") -> Any:
     """The offline default model (SmolLM2-135M-Instruct), loaded once per process and dtype."""
-    from baselines.models import load_model
+    from llm_marl_baselines.models import load_model
 
     return load_model(None, dtype=dtype, device="cpu")
 
@@ -64,7 +64,7 @@ def tiny_model(seed: int = 0, eos_bias: float = 0.0) -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from baselines.models import LoadedModel
+    from llm_marl_baselines.models import LoadedModel
 
     tokenizer = tiny_tokenizer()
     config = LlamaConfig(

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from baselines.collaboration import EpisodeResult
-from benchmarks import demo
-from benchmarks.progress import EpisodeProgress
+from llm_marl_baselines.collaboration import EpisodeResult
+from llm_marl_benchmarks import demo
+from llm_marl_benchmarks.progress import EpisodeProgress
 
 
 def run_demo(argv: list[str]) -> int:

@@ -10,7 +10,7 @@ import json
 import pytest
 from baseline_helpers import ENV_KWARGS, default_model
 
-from baselines.collaboration import (
+from llm_marl_baselines.collaboration import (
     BASELINES,
     PLAIN,
     EpisodeResult,
@@ -18,9 +18,9 @@ from baselines.collaboration import (
     get_baseline,
     run_episodes,
 )
-from baselines.policies import ActionRequest, Generation, GenerationSettings
-from baselines.policies.local import LocalModelPolicy
-from baselines.policies.scripted import ScriptedPolicy, extractive_responder
+from llm_marl_baselines.policies import ActionRequest, Generation, GenerationSettings
+from llm_marl_baselines.policies.local import LocalModelPolicy
+from llm_marl_baselines.policies.scripted import ScriptedPolicy, extractive_responder
 from llm_marl_envs import rollout
 from llm_marl_envs.core import prompts
 from llm_marl_envs.core.observation import TEAM_DRAFTS_LABEL

@@ -14,10 +14,10 @@ import pytest
 import torch
 from baseline_helpers import tiny_model
 
-from baselines.decoding import left_pad, sample_rows
-from baselines.models import LoadedModel
-from baselines.policies.base import ActionRequest, GenerationSettings
-from baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
+from llm_marl_baselines.decoding import left_pad, sample_rows
+from llm_marl_baselines.models import LoadedModel
+from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
+from llm_marl_baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
 
 STOP, PAD = [2], 0
 

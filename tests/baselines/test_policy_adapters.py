@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from baseline_helpers import default_model
 
-from baselines.models import DEFAULT_MODEL, load_model
-from baselines.policies import ActionRequest, GenerationSettings, make_policy
-from baselines.policies.adapters import MANIFEST_NAME, AdapterTeamPolicy, load_team_manifest, save_team
+from llm_marl_baselines.models import DEFAULT_MODEL, load_model
+from llm_marl_baselines.policies import ActionRequest, GenerationSettings, make_policy
+from llm_marl_baselines.policies.adapters import MANIFEST_NAME, AdapterTeamPolicy, load_team_manifest, save_team
 
 ROLES = ("concise", "detailed")
 
@@ -143,7 +143,7 @@ def test_save_team_rejects_missing_adapters(tmp_path: Path) -> None:
 def test_demo_plays_a_team_on_its_own_env(team_dir: Path, tmp_path: Path) -> None:
     import argparse
 
-    from benchmarks import demo
+    from llm_marl_benchmarks import demo
 
     parser = argparse.ArgumentParser()
     demo.register(parser.add_subparsers(dest="command", required=True))

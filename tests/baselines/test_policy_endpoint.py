@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from baselines.policies import ActionRequest, GenerationSettings, make_policy
-from baselines.policies.endpoint import EndpointError, EndpointPolicy
+from llm_marl_baselines.policies import ActionRequest, GenerationSettings, make_policy
+from llm_marl_baselines.policies.endpoint import EndpointError, EndpointPolicy
 
 ROUTE = "/v1/chat/completions"
 

@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 from baseline_helpers import tiny_model
 
-from baselines.models import LoadedModel
-from baselines.policies import ActionRequest, Generation, GenerationSettings, Policy, make_policy, rollout_output
-from baselines.policies.local import LocalModelPolicy, encode_prompts, render_prompts
+from llm_marl_baselines.models import LoadedModel
+from llm_marl_baselines.policies import (
+    ActionRequest,
+    Generation,
+    GenerationSettings,
+    Policy,
+    make_policy,
+    rollout_output,
+)
+from llm_marl_baselines.policies.local import LocalModelPolicy, encode_prompts, render_prompts
 
 REQUESTS = [
     ActionRequest("concise", "Summarize: the cat sat."),
@@ -94,7 +101,7 @@ def test_adapter_records_use_each_roles_adapter(tmp_path: Path) -> None:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from baselines.policies.adapters import AdapterTeamPolicy, save_team
+    from llm_marl_baselines.policies.adapters import AdapterTeamPolicy, save_team
 
     roles = ("concise", "detailed")
     trained = tiny_model(eos_bias=EOS_BIAS)

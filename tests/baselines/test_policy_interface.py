@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.policies import POLICY_KINDS, ActionRequest, Generation, GenerationSettings, make_policy
-from baselines.policies.base import RolloutPolicy
-from baselines.policies.scripted import ScriptedPolicy, extractive_responder, observed_turn
+from llm_marl_baselines.policies import POLICY_KINDS, ActionRequest, Generation, GenerationSettings, make_policy
+from llm_marl_baselines.policies.base import RolloutPolicy
+from llm_marl_baselines.policies.scripted import ScriptedPolicy, extractive_responder, observed_turn
 from llm_marl_envs.core import prompts
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import ChatRequest

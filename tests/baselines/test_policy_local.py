@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from baseline_helpers import default_model
 
-from baselines import models
-from baselines.policies import ActionRequest, GenerationSettings, make_policy
-from baselines.policies.local import LocalModelPolicy, encode_prompts, render_prompts
+from llm_marl_baselines import models
+from llm_marl_baselines.policies import ActionRequest, GenerationSettings, make_policy
+from llm_marl_baselines.policies.local import LocalModelPolicy, encode_prompts, render_prompts
 
 pytestmark = pytest.mark.model
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from sandbox_fixtures import need_bwrap, need_docker
 
-from benchmarks import leak_check
+from llm_marl_benchmarks import leak_check
 
 
 @pytest.mark.slow

@@ -124,7 +124,7 @@ def test_coding_env_on_a_machine_without_docker_runs_on_bwrap_or_refuses(tmp_pat
 def test_cli_check_says_what_auto_picks_and_self_tests_it(tmp_path: Path) -> None:
     need_bwrap()
     env = {**os.environ, "DOCKER_HOST": DEAD_DOCKER}
-    command = [sys.executable, "-m", "benchmarks.cli", "sandbox", "check"]
+    command = [sys.executable, "-m", "llm_marl_benchmarks.cli", "sandbox", "check"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "docker: unavailable: no Docker engine answers" in done.stdout and "bwrap: ready" in done.stdout

@@ -111,7 +111,7 @@ def test_missing_image_is_a_clear_error() -> None:
 def test_cli_check_runs_the_self_test() -> None:
     need_docker()
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cli", "sandbox", "check"],
+        [sys.executable, "-m", "llm_marl_benchmarks.cli", "sandbox", "check"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -4,7 +4,7 @@ host untouched, nothing left behind, and the executor still healthy for the next
 Docker and bwrap must both hold the catalogue's expectations. Local expectations follow the local backend's
 documented (weaker) guarantees and are asserted, not skipped; the one exception is an ``isolated_only`` program, which
 would harm the host if run locally: it is reported as *skipped* with the catalogue's reason. How long each program
-holds a call is a figure, not a pass/fail rule on a shared machine: ``python -m benchmarks.sandbox_hostile``
+holds a call is a figure, not a pass/fail rule on a shared machine: ``python -m llm_marl_benchmarks.sandbox_hostile``
 measures it.
 """
 

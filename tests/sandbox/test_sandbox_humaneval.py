@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sandbox_fixtures import need_bwrap, need_docker
 
-from benchmarks.sandbox_throughput import humaneval_checks
+from llm_marl_benchmarks.sandbox_throughput import humaneval_checks
 from llm_marl_envs.sandbox import SandboxLimits, TestJob, make_executor
 
 

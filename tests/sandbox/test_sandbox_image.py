@@ -170,7 +170,7 @@ def test_real_engine_builds_once_and_leaves_no_dangling_image() -> None:
         assert image.ensure_image(tag, DEFAULT_IMAGE, log=quiet) is False
         assert client.images.get(tag).id == built.id
 
-        cli = [sys.executable, "-m", "benchmarks.cli", "sandbox", "build-image", "--tag", tag,
+        cli = [sys.executable, "-m", "llm_marl_benchmarks.cli", "sandbox", "build-image", "--tag", tag,
                "--base-image", DEFAULT_IMAGE]
         done = subprocess.run(cli, capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert done.returncode == 0 and "is up to date" in done.stdout, done.stdout + done.stderr

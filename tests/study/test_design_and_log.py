@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.study.design import CONDITIONS, PRESETS, StudyDesign, config_hash
-from benchmarks.study.episode_log import EpisodeLog
+from llm_marl_benchmarks.study.design import CONDITIONS, PRESETS, StudyDesign, config_hash
+from llm_marl_benchmarks.study.episode_log import EpisodeLog
 
 
 def small_design(**changes) -> StudyDesign:
@@ -130,7 +130,7 @@ def test_single_is_one_agent_with_the_budget_and_single_oneshot_is_magrpos_one_t
 
 
 def test_the_single_agent_plays_turns_and_may_end_early_with_the_envs_feedback():
-    from baselines.collaboration import get_baseline
+    from llm_marl_baselines.collaboration import get_baseline
     from llm_marl_envs import rollout
     from llm_marl_envs.registry import make_env
 
@@ -175,7 +175,7 @@ def test_a_team_size_without_a_trained_team_plays_every_other_condition():
     assert cells[("writing", 3, "untrained")] == cells[("writing", 3, "single")] == 4
     assert design.skipped_cells() == [("writing", 3, "trained"), ("writing", 4, "trained"), ("coding", 4, "trained")]
     assert design.episodes == len(plan)
-    from benchmarks.study.design import cells_needing_teams
+    from llm_marl_benchmarks.study.design import cells_needing_teams
 
     assert cells_needing_teams(design) == [("writing", 2), ("coding", 2), ("coding", 3)]
     with pytest.raises(ValueError, match="leaves no cell"):

@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from baselines.policies import Generation
-from benchmarks.progress import LockstepTurn, StudyProgress
-from benchmarks.study.design import StudyDesign
-from benchmarks.study.execution import PolicySpec, make_batches, run_batch, token_counts
+from llm_marl_baselines.policies import Generation
+from llm_marl_benchmarks.progress import LockstepTurn, StudyProgress
+from llm_marl_benchmarks.study.design import StudyDesign
+from llm_marl_benchmarks.study.execution import PolicySpec, make_batches, run_batch, token_counts
 from llm_marl_envs.rollout import AgentStep
 
 

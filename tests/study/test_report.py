@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchmarks.study import report
+from llm_marl_benchmarks.study import report
 
 TASKS = ("t0", "t1", "t2")
 SEEDS = (0, 1)
@@ -467,7 +467,7 @@ def test_main_rebuilds_and_fails_clearly(tmp_path: Path, capsys: pytest.CaptureF
 def test_echoed_scaffolding_is_logged_or_derived_from_the_logged_parts() -> None:
     """A part that copies an observation label (``Feedback on your draft:``) on a line of its own echoes the prompt;
     the same words inside a sentence do not. Logs written before the column existed get it from their texts."""
-    from benchmarks.study.execution import echoed_scaffolding
+    from llm_marl_benchmarks.study.execution import echoed_scaffolding
     from llm_marl_envs.core.observation import CONTEXT_LABELS, FEEDBACK_LABEL, echoes_scaffolding
 
     echo = f"The council closed the bridge.\n\n{FEEDBACK_LABEL}\nThe council closed the bridge."

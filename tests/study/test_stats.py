@@ -16,7 +16,7 @@ import math
 import pytest
 from scipy import stats as sps
 
-from benchmarks.study import stats
+from llm_marl_benchmarks.study import stats
 
 T_975_DF2 = math.sqrt(0.9025 * 2 / 0.0975)  # 4.302653, see the module docstring
 T_975_DF3 = 3.182446  # Student t table, df = 3, two-sided 95 %

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.study.cli import build_parser, design_from_args, main
+from llm_marl_benchmarks.study.cli import build_parser, design_from_args, main
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = ["--policy", "scripted", "--similarity", "tfidf", "--executor", "local"]
@@ -99,12 +99,12 @@ def test_pairs_set_episodes_per_cell_by_team_size():
 def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_path, monkeypatch, capsys):
     """The shipped teams cover size 2 only: sizes 3 and 4 play every other condition, with a note, not a crash. (The
     scripted policy stands in for the model; the teams are resolved as for a real run.)"""
-    import baselines.teams
-    from benchmarks.study import cli
+    import llm_marl_baselines.teams
+    from llm_marl_benchmarks.study import cli
 
-    two = {cell: folder for cell, folder in baselines.teams.builtin_teams().items() if cell[1] == 2}
+    two = {cell: folder for cell, folder in llm_marl_baselines.teams.builtin_teams().items() if cell[1] == 2}
     assert set(two) == {("writing", 2), ("coding", 2)}
-    monkeypatch.setattr(baselines.teams, "builtin_teams", lambda: dict(two))  # as if only size 2 shipped
+    monkeypatch.setattr(llm_marl_baselines.teams, "builtin_teams", lambda: dict(two))  # as if only size 2 shipped
     shipped = sorted(two)
     monkeypatch.setattr(cli, "_team_fingerprint", lambda directory: {"dir": str(directory)})
     argv = ["--preset", "results", "--pairs", "1", "--tasks", "1", *SCRIPTED, "--no-report", "--out", str(tmp_path)]
@@ -127,7 +127,7 @@ def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_pat
 
 
 def _study_process(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "benchmarks.study", *argv], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "llm_marl_benchmarks.study", *argv], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -181,7 +181,8 @@ def test_ray_scale_out_against_a_local_ray_instance_logs_and_resumes_the_same_wa
         process.send_signal(signal.SIGKILL)
         process.wait()
         local = {row["key"] for row in logged(tmp_path)}
-        done = subprocess.run([sys.executable, "-m", "benchmarks.study", *argv, "--ray-address", f"127.0.0.1:{port}"],
+        command = [sys.executable, "-m", "llm_marl_benchmarks.study", *argv, "--ray-address", f"127.0.0.1:{port}"]
+        done = subprocess.run(command,
                               cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
         rows = logged(tmp_path)
@@ -226,7 +227,7 @@ def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_pa
 def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, capsys):
     """The main job's path, shortened: the shipped teams (``--adapters builtin`` by default) against the untrained
     team, one agent and the adapters-off team, paired, with a numeric headline (no ``n/a`` cells)."""
-    from baselines.teams import builtin_team_dir
+    from llm_marl_baselines.teams import builtin_team_dir
 
     argv = ["--preset", "main", "--conditions", "trained", "untrained", "single", "base", "--pairs", "1", "--tasks",
             "1", "--max-new-tokens", "24", "--max-turns", "2", "--similarity", "tfidf", "--out", str(tmp_path)]

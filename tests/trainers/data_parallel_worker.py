@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from letter_env import LetterEnv
 
-from trainers import magrpo
-from trainers.config import TrainerConfig
-from trainers.magrpo import MAGRPOTrainer
+from llm_marl_trainers import magrpo
+from llm_marl_trainers.config import TrainerConfig
+from llm_marl_trainers.magrpo import MAGRPOTrainer
 
 
 def config(model_dir: str, output: Path, steps: int) -> TrainerConfig:

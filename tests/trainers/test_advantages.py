@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from llm_marl_envs.rollout import TreeNode
-from trainers.advantages import (
+from llm_marl_trainers.advantages import (
     group_advantages,
     node_returns,
     per_agent_advantages,

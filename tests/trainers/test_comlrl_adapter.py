@@ -1,7 +1,7 @@
-"""CoMLRL's own MAGRPOTrainer on the suite's envs (trainers.comlrl_adapter): each agent's prompt is its own observation,
-the reward CoMLRL sees for a joint completion is what a fresh env pays for the same joint action after the same
-history (single and multi-turn, aligned and cross trees), turn-2 prompts carry the env's feedback, two real steps run
-with the default model on both envs, and bad settings fail with one clear error."""
+"""CoMLRL's own MAGRPOTrainer on the suite's envs (llm_marl_trainers.comlrl_adapter): each agent's prompt is its own
+observation, the reward CoMLRL sees for a joint completion is what a fresh env pays for the same joint action after the
+same history (single and multi-turn, aligned and cross trees), turn-2 prompts carry the env's feedback, two real steps
+run with the default model on both envs, and bad settings fail with one clear error."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from baseline_helpers import tiny_tokenizer
 
 from llm_marl_envs.core.observation import OWN_DRAFT_LABEL
 from llm_marl_envs.registry import make_env
-from trainers.comlrl_adapter import CoMLRLBridge, import_comlrl, magrpo_trainer
+from llm_marl_trainers.comlrl_adapter import CoMLRLBridge, import_comlrl, magrpo_trainer
 
 
 def _rendered(tokenizer: Any, env: Any, agent: str) -> str:
@@ -125,7 +125,7 @@ def test_rows_are_the_tasks_our_trainer_draws_and_each_formatter_gives_its_agent
     assert dataset.column_names == ["prompt", "task_id", "seed", "split"] and dataset["seed"] == [3, 8]
     env = make_env("writing", num_agents=2, similarity="tfidf", max_turns=1)
     for row in dataset:
-        env.reset(seed=row["seed"])  # what trainers.magrpo.MAGRPOTrainer's reset with that seed draws
+        env.reset(seed=row["seed"])  # what llm_marl_trainers.magrpo.MAGRPOTrainer's reset with that seed draws
         assert row["task_id"] == env.task.task_id and row["split"] == "train"
         prompts = [bridge.formatter(i)(row) for i in range(2)]
         assert prompts == [_rendered(tokenizer, env, agent) for agent in env.possible_agents]
@@ -163,7 +163,7 @@ def test_bad_settings_fail_with_one_clear_error(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_interop_command_refuses_bad_settings_before_loading_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks.cli import main
+    from llm_marl_benchmarks.cli import main
 
     for argv, message in (
         (["--env", "chess"], "env: expected one of ('writing', 'coding'), got 'chess'"),

@@ -18,11 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 from baseline_helpers import tiny_model
 
 from llm_marl_envs.rollout import AgentStep, TreeNode
-from trainers.advantages import value_targets
-from trainers.config import TrainerConfig
-from trainers.critic import state_text
-from trainers.generation import LoraSettings, TeamModel
-from trainers.magrpo import MAGRPOTrainer, batch_samples
+from llm_marl_trainers.advantages import value_targets
+from llm_marl_trainers.config import TrainerConfig
+from llm_marl_trainers.critic import state_text
+from llm_marl_trainers.generation import LoraSettings, TeamModel
+from llm_marl_trainers.magrpo import MAGRPOTrainer, batch_samples
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -126,7 +126,7 @@ def test_a_run_with_a_critic_fits_it_checkpoints_it_and_resumes_exactly(tmp_path
 
 
 def test_the_runner_records_the_privileged_state_only_for_the_critic(tmp_path: Path, model_dir: Path) -> None:
-    import trainers.magrpo as magrpo
+    import llm_marl_trainers.magrpo as magrpo
 
     seen: list[list[TreeNode]] = []
     real = magrpo.rollout_tree

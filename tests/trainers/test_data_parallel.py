@@ -1,5 +1,5 @@
-"""Data-parallel training (``trainers.distributed``) with two real ``torchrun`` CPU processes over gloo: the ranks'
-step is the step one process computes over the union of their trees (advantages with the whole step's std,
+"""Data-parallel training (``llm_marl_trainers.distributed``) with two real ``torchrun`` CPU processes over gloo: the
+ranks' step is the step one process computes over the union of their trees (advantages with the whole step's std,
 gradients, loss, reward metrics), the ranks stay identical, rank 0 alone writes, a resumed run repeats the
 uninterrupted one, the ranks train one critic, and a mismatched resume or a step that does not split is refused;
 the documented ``torchrun ... llm-marl train`` command trains and resumes."""
@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_parallel_worker import config as worker_config
 from letter_env import LetterEnv
 
-from trainers.advantages import reward_metrics
-from trainers.distributed import DataParallel
-from trainers.magrpo import MAGRPOTrainer, batch_samples
+from llm_marl_trainers.advantages import reward_metrics
+from llm_marl_trainers.distributed import DataParallel
+from llm_marl_trainers.magrpo import MAGRPOTrainer, batch_samples
 
 WORKER = Path(__file__).resolve().parent / "data_parallel_worker.py"
 ROOT = Path(__file__).resolve().parents[2]

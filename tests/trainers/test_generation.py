@@ -17,10 +17,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))  # the shared tiny model and tokenizer
 from baseline_helpers import ENV_KWARGS, tiny_model, tiny_tokenizer
 
-from baselines.policies.base import ActionRequest, Generation, GenerationSettings
+from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import ChatRequest, rollout_tree, run_episodes
-from trainers.generation import SCHEMES, LoraSettings, TeamModel, special_token_ids
+from llm_marl_trainers.generation import SCHEMES, LoraSettings, TeamModel, special_token_ids
 
 AGENTS = ("concise", "detailed")
 LORA = LoraSettings(r=4, alpha=8, init_lora_weights=False)  # random B: adapters differ from the base and each other
@@ -63,16 +63,16 @@ def flat(records: list[list[Generation]]) -> list[Generation]:
 def count_generate_calls(team: TeamModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Wrap the sampling calls (the shared-prefix sampler, and each base model's ``generate`` for the reference path);
     the list collects the number of rows of every call."""
-    import trainers.generation
+    import llm_marl_trainers.generation
 
     rows: list[int] = []
-    sampler = trainers.generation.sample_rows
+    sampler = llm_marl_trainers.generation.sample_rows
 
     def counted_sampler(*args: Any, **kwargs: Any) -> Any:
         rows.append(len(args[2]))  # row_prompt: one entry per sampled row
         return sampler(*args, **kwargs)
 
-    monkeypatch.setattr(trainers.generation, "sample_rows", counted_sampler)
+    monkeypatch.setattr(llm_marl_trainers.generation, "sample_rows", counted_sampler)
     for model in {id(team.model_of(a)): team.model_of(a) for a in team.agents}.values():
         original = model.generate
 
@@ -363,7 +363,7 @@ def test_saved_adapters_load_back_into_a_fresh_base(tmp_path: Path) -> None:
 
 
 def test_a_saved_team_directory_plays_in_the_baselines_adapter_policy(tmp_path: Path) -> None:
-    from baselines.policies.adapters import AdapterTeamPolicy, save_team
+    from llm_marl_baselines.policies.adapters import AdapterTeamPolicy, save_team
 
     team = make_team()
     save_team(tmp_path / "team", team.model_of("concise"), env="writing_v0", roles=AGENTS,
@@ -426,8 +426,8 @@ def test_bad_arguments_are_refused_with_clear_messages() -> None:
 
 
 def test_adapter_generation_benchmark_runs_and_its_schemes_agree(tmp_path: Path) -> None:
-    from benchmarks.adapter_generation import SCHEMES as BENCHMARK_SCHEMES
-    from benchmarks.adapter_generation import main
+    from llm_marl_benchmarks.adapter_generation import SCHEMES as BENCHMARK_SCHEMES
+    from llm_marl_benchmarks.adapter_generation import main
 
     report = main(["--repeats", "1", "--new-tokens", "4", "--rows-per-agent", "2", "--json", str(tmp_path / "a.json")])
     assert set(report["results"]) == set(BENCHMARK_SCHEMES)

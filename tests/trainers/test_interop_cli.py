@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import time_to_reward
-from benchmarks.cli import main
+from llm_marl_benchmarks import time_to_reward
+from llm_marl_benchmarks.cli import main
 
 
 def _records(path: Path) -> dict:

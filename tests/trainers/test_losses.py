@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainers.losses import (
+from llm_marl_trainers.losses import (
     LOSSES,
     LossSettings,
     PolicyBatch,

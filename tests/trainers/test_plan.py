@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainers.config import TrainerConfig
-from trainers.plan import estimate_step, generation_estimate, step_plan
+from llm_marl_trainers.config import TrainerConfig
+from llm_marl_trainers.plan import estimate_step, generation_estimate, step_plan
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -61,7 +61,7 @@ def test_generation_time_is_prefill_plus_tokens_times_the_per_token_cost_between
 
 
 def test_the_estimate_is_measured_and_leaves_the_run_untouched(tmp_path: Path, model_dir: Path) -> None:
-    from trainers.magrpo import MAGRPOTrainer
+    from llm_marl_trainers.magrpo import MAGRPOTrainer
 
     config = TrainerConfig(env="writing", num_agents=2, env_kwargs={"similarity": "tfidf", "max_turns": 2},
                            model=str(model_dir), num_generations=2, max_completion_length=6, steps=1,

@@ -11,10 +11,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from baselines.policies.adapters import AdapterTeamPolicy, load_team_manifest
-from baselines.teams import BUILTIN, builtin_team_dir, builtin_teams, ship_team
-from benchmarks import cli
-from benchmarks.teams import curve_figures, running_mean
+from llm_marl_baselines.policies.adapters import AdapterTeamPolicy, load_team_manifest
+from llm_marl_baselines.teams import BUILTIN, builtin_team_dir, builtin_teams, ship_team
+from llm_marl_benchmarks import cli
+from llm_marl_benchmarks.teams import curve_figures, running_mean
 from llm_marl_envs.registry import make_env
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -115,8 +115,8 @@ def test_load_team_gives_the_shipped_trained_team_ready_to_play() -> None:
     observation; the adapters are trained (not their zero initialisation) and change what the model writes."""
     from peft.utils import get_peft_model_state_dict
 
-    from baselines.policies import ActionRequest, GenerationSettings
-    from baselines.teams import load_team
+    from llm_marl_baselines.policies import ActionRequest, GenerationSettings
+    from llm_marl_baselines.teams import load_team
 
     policy = load_team("writing_v0", 2, dtype="float32", device="cpu")
     assert isinstance(policy, AdapterTeamPolicy) and policy.team_dir == builtin_team_dir("writing", 2)

@@ -1,5 +1,5 @@
-"""The suite's envs as TorchRL LLM envs (trainers.torchrl_adapter): the env passes TorchRL's check_env_specs, each
-role's step observes exactly its own chat, the joint reward is paid once per joint turn so a trajectory sums to the
+"""The suite's envs as TorchRL LLM envs (llm_marl_trainers.torchrl_adapter): the env passes TorchRL's check_env_specs,
+each role's step observes exactly its own chat, the joint reward is paid once per joint turn so a trajectory sums to the
 env's team return, copies of a task share one GRPO group, per-role policies get their own rows, and TorchRL's own
 LLMCollector + TransformersWrapper + MCAdvantage + GRPOLoss run two optimisation steps with the default model on both
 envs, collecting the rewards the env pays."""
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))  # th
 from baseline_helpers import tiny_tokenizer
 
 from llm_marl_envs.registry import make_env
-from trainers.torchrl_adapter import RolePolicies, TeamChatEnv, import_torchrl, policy_pair, train_grpo
+from llm_marl_trainers.torchrl_adapter import RolePolicies, TeamChatEnv, import_torchrl, policy_pair, train_grpo
 
 
 def _answer(td: Any, texts: list[str]) -> Any:
@@ -127,7 +127,7 @@ def test_bad_settings_fail_with_one_clear_error(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_the_interop_command_refuses_bad_settings_before_loading_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks.cli import main
+    from llm_marl_benchmarks.cli import main
 
     for argv, message in ((["--env", "chess"], "env: expected one of ('writing', 'coding'), got 'chess'"),
                           (["--env", "writing_v0", "--num-agents", "6"], "num_agents: expected 1..4, got 6"),
@@ -193,7 +193,7 @@ def test_per_role_policies_sample_each_roles_rows_with_its_own_model(short_tasks
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_thread")
 def test_two_grpo_steps_with_the_default_model_on_writing(short_tasks: str) -> None:
-    from baselines.models import load_model
+    from llm_marl_baselines.models import load_model
 
     torch_seed()
     loaded = load_model(None, dtype="float32", device="cpu")
@@ -214,7 +214,7 @@ def test_two_grpo_steps_with_the_default_model_on_writing(short_tasks: str) -> N
 @pytest.mark.docker
 @pytest.mark.usefixtures("one_thread")
 def test_two_grpo_steps_with_the_default_model_on_coding_in_the_docker_sandbox() -> None:
-    from baselines.models import load_model
+    from llm_marl_baselines.models import load_model
 
     torch_seed()
     loaded = load_model(None, dtype="float32", device="cpu")

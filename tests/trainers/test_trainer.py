@@ -20,11 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline_helpers import tiny_model
 from letter_env import LetterEnv
 
-from benchmarks import cli
+from llm_marl_benchmarks import cli
 from llm_marl_envs.rollout import AgentStep, TreeNode
-from trainers.config import TrainerConfig
-from trainers.generation import LoraSettings, TeamModel
-from trainers.magrpo import MAGRPOTrainer, NonFiniteLossError, agent_node_returns, batch_samples, tree_samples
+from llm_marl_trainers.config import TrainerConfig
+from llm_marl_trainers.generation import LoraSettings, TeamModel
+from llm_marl_trainers.magrpo import MAGRPOTrainer, NonFiniteLossError, agent_node_returns, batch_samples, tree_samples
 
 AGENTS = ["writer_0", "writer_1"]
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -113,7 +113,7 @@ class _FixedTree:
 
 @pytest.fixture(autouse=True)
 def _fixed_tree_rollouts(monkeypatch: pytest.MonkeyPatch) -> None:
-    import trainers.magrpo as magrpo
+    import llm_marl_trainers.magrpo as magrpo
 
     real = magrpo.rollout_tree
 
@@ -181,7 +181,7 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
     assert not (tmp_path / "out").exists()
     yaml_file.write_text("env: coding_v0\nnum_agents: 3\nseed: 7\n", encoding="utf-8")
     args = cli.build_parser().parse_args(["train", "--config", str(yaml_file), "--steps", "9"])
-    from benchmarks.train import CPU_PROFILE, build_config
+    from llm_marl_benchmarks.train import CPU_PROFILE, build_config
 
     config = build_config(args)
     assert (config.env, config.num_agents, config.seed, config.steps) == ("coding", 3, 7, 9)
@@ -322,8 +322,8 @@ def test_wandb_offline_receives_the_metrics(tmp_path: Path, monkeypatch: pytest.
 def test_the_output_folder_is_a_team_directory_the_baselines_play(tmp_path: Path, model_dir: Path) -> None:
     from peft import get_peft_model_state_dict
 
-    from baselines.policies import GenerationSettings
-    from baselines.policies.adapters import AdapterTeamPolicy, load_team_manifest
+    from llm_marl_baselines.policies import GenerationSettings
+    from llm_marl_baselines.policies.adapters import AdapterTeamPolicy, load_team_manifest
     from llm_marl_envs.registry import make_env
     from llm_marl_envs.rollout import run_episodes
 
@@ -456,7 +456,7 @@ def test_one_turn_branching_trains_only_the_branching_turns_samples(tmp_path: Pa
 
 def test_a_bfloat16_base_trains_float32_adapters(tmp_path: Path, model_dir: Path) -> None:
     """``dtype: bfloat16`` (``auto`` on a GPU): the base loads in bf16, the adapters and their updates stay fp32."""
-    from trainers.magrpo import base_dtype
+    from llm_marl_trainers.magrpo import base_dtype
 
     assert base_dtype("auto", "cpu") == "float32" and base_dtype("bfloat16", "cpu") == "bfloat16"
     trainer = MAGRPOTrainer(_config(tmp_path, model=str(model_dir), dtype="bfloat16", steps=2), env_factory=LetterEnv)

@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox"))
 
 from sandbox_fixtures import need_docker
 
-from baselines.models import DEFAULT_MODEL
-from baselines.policies.adapters import load_team_manifest
-from trainers.config import TrainerConfig
-from trainers.magrpo import MAGRPOTrainer
+from llm_marl_baselines.models import DEFAULT_MODEL
+from llm_marl_baselines.policies.adapters import load_team_manifest
+from llm_marl_trainers.config import TrainerConfig
+from llm_marl_trainers.magrpo import MAGRPOTrainer
 
 
 def _lora(trainer: MAGRPOTrainer, kind: str) -> dict[str, torch.Tensor]:

@@ -1,5 +1,5 @@
-"""TRL's GRPOTrainer on the suite's envs (trainers.trl_adapter): the prompt dataset replays each row's episode, the
-rollout trains on exactly what the env was stepped with and pays the env's return, teams share one model with each
+"""TRL's GRPOTrainer on the suite's envs (llm_marl_trainers.trl_adapter): the prompt dataset replays each row's episode,
+the rollout trains on exactly what the env was stepped with and pays the env's return, teams share one model with each
 role on its own observation, multi-turn chats mask the env's tokens, and bad input fails with one clear error."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))  # th
 from baseline_helpers import tiny_tokenizer
 
 from llm_marl_envs.registry import make_env
-from trainers.trl_adapter import (
+from llm_marl_trainers.trl_adapter import (
     SEED_COLUMN,
     EnvRollout,
     RolloutBatch,
@@ -110,7 +110,7 @@ def _tiny_model() -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from baselines.models import LoadedModel
+    from llm_marl_baselines.models import LoadedModel
 
     tokenizer = tiny_tokenizer()
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,

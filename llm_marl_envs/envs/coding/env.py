@@ -42,7 +42,7 @@ and from messages, never from `aux`'s draft; then the agent's own current code, 
 one line of who the agent is, the turn and the protocol, and last the role's instruction followed by the offer to end
 ("When your part is final, end your reply with:" and `<done/>` on the last line). `observability="team"` adds
 teammates' current drafts. Median prompt length with the default model's chat template: 323 tokens a turn (388 before;
-`python -m benchmarks.prompt_tokens`); the problem text itself is most of it and is shown whole.
+`python -m llm_marl_benchmarks.prompt_tokens`); the problem text itself is most of it and is shown whole.
 Feedback holds only task-owned text and the agent's own errors: syntax errors in its own code, and for each *visible*
 test its assert and verdict (`passed`, `failed`, `timeout`, or `error` with the exception's type when it is a builtin
 one). Exception messages, printed output, custom exception names and a teammate's syntax-error text never appear (they
@@ -131,8 +131,8 @@ line per visible test.
 ## Reward integrity
 Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 decomposable problems with honest
 aux/main splits, default settings, by team size; from
-`python -m benchmarks.reward_integrity --env coding --backends minilm --tasks 8 --pivot`. Every degenerate strategy
-loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`).
+`python -m llm_marl_benchmarks.reward_integrity --env coding --backends minilm --tasks 8 --pivot`. Every degenerate
+strategy loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`).
 `reviewer_silent` ties honest work by design (with the team right at once there is nothing to review). Known limits:
 a helper padded with code that does nothing (to inflate its share of the code), a main that inspects aux's code
 object instead of calling it, and a reviewer credited for a gain its content-free message did not cause.

@@ -69,7 +69,7 @@ episode objective on the final drafts.
 Every degenerate strategy of the integrity suite (keyword stuffing, copied lead or sentences, duplicated or swapped
 parts, one agent writing for all, repetition, off-topic text, invented numbers, padded turns, message spam) scores
 strictly below honest writing at every team size under both similarity backends: see the table below and
-`python -m benchmarks.reward_integrity`.
+`python -m llm_marl_benchmarks.reward_integrity`.
 
 ## State
 `env.state()` (centralized training only; no agent observes it): `task` (every field, held-out tests included),
@@ -113,15 +113,15 @@ Write a TL;DR of the text above in your own words: one sentence of 10-30 words."
 The user message is the agent's observation exactly as `reset`/`step` return it. From turn 2 the draft
 (`Your draft:`), its feedback (`Feedback:`) and messages (`Messages:`) come between the passage and the cue, and the
 offer to end is the last line. Median prompt length with the default model's chat template: 242 tokens a turn (493
-before the passage was the lead; `python -m benchmarks.prompt_tokens`).
+before the passage was the lead; `python -m llm_marl_benchmarks.prompt_tokens`).
 
 ## Reward integrity
 Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 news articles with hand-written
 honest parts, default settings (MiniLM similarity), by team size; from
-`python -m benchmarks.reward_integrity --env writing --backends minilm --tasks 8 --pivot`. Every degenerate strategy
-loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`). Known
-limits: in the arXiv style with 2 agents, background and method share a word range, so swapping the two parts is not
-detected (the reward cannot tell what a paragraph is about); a part that quotes every number of the source gains
+`python -m llm_marl_benchmarks.reward_integrity --env writing --backends minilm --tasks 8 --pivot`. Every degenerate
+strategy loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`).
+Known limits: in the arXiv style with 2 agents, background and method share a word range, so swapping the two parts is
+not detected (the reward cannot tell what a paragraph is about); a part that quotes every number of the source gains
 nothing but loses little; the headline and limitations roles are underpaid when their content is shared.
 
 | strategy | honest | n=1 | n=2 | n=3 | n=4 |
