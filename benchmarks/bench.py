@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Import ``llm_marl_benchmarks.NAME`` (only now: it may need an extra) and return its ``main(args)``'s status."""
-    module = importlib.import_module(f"benchmarks.{args.name}")
+    module = importlib.import_module(f"llm_marl_benchmarks.{args.name}")
     # The benchmarks' parsers name themselves after sys.argv[0]; without this their usage line would read
     # "usage: llm-marl [-h] ...", a command that does not take those options.
     program, sys.argv[0] = sys.argv[0], f"llm-marl bench {args.name}"
