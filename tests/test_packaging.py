@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -33,9 +34,14 @@ def test_the_package_list_covers_every_folder_with_code() -> None:
 
 
 def test_the_wheel_installs_beside_a_users_benchmarks_folder_and_trainers_module(tmp_path: Path) -> None:
+    # Built from a copy of the working tree: pip builds in the source folder, and a build/ left there by an earlier
+    # build would both litter the checkout and carry modules since deleted into the wheel.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "runs", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache"))
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
-                    str(REPO)], check=True, cwd=tmp_path)
+                    str(source)], check=True, cwd=tmp_path)
     (wheel,) = dist.glob("llm_marl_envs-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
