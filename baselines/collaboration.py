@@ -43,16 +43,16 @@ from typing import Any
 from llm_marl_baselines.policies.base import GenerationSettings, Policy
 from llm_marl_envs import rollout
 from llm_marl_envs.core.prompts import frame_observation, sequential_observation
+from llm_marl_envs.core.protocol import DONE_TAG
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import EnvSchedule, Schedule, Trajectory
 
-_DONE = re.compile(r"<done\s*/?>", re.IGNORECASE)  # as lenient as the env's protocol parser
 _MESSAGE = re.compile(r"<message\b[^>]*>.*?</message>", re.IGNORECASE | re.DOTALL)
 
 
 def draft_part(action: str) -> str:
     """An action without its ``<message>`` and ``<done/>`` parts (what an earlier pipeline agent wrote)."""
-    return _DONE.sub("", _MESSAGE.sub("", action)).strip()
+    return DONE_TAG.sub("", _MESSAGE.sub("", action)).strip()
 
 
 def _reframed(env: Any, agent: str, frame: Callable[[str], str]) -> list[dict[str, str]]:
@@ -120,8 +120,8 @@ class DiscussionSchedule:
         """Round 1 is a draft whatever the model says (``<done/>`` removed); the last round always ends the agent's
         part (``<done/>`` added when missing)."""
         if turn < env.max_turns:
-            return _DONE.sub("", action).strip()
-        return action if _DONE.search(action) else f"{action}\n<done/>"
+            return DONE_TAG.sub("", action).strip()
+        return action if DONE_TAG.search(action) else f"{action}\n<done/>"
 
 
 # -------------------------------------------------------------------------------------------------------- registry

@@ -29,6 +29,24 @@ def test_several_recipients_and_case_insensitive_tags() -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    ["Part.\n<done/>", "Part.\n<done>", "Part.\n</done>", "Part.\n<done />", "Part.\n<done/",
+     "Part.\n<done/</done>", "Part. <DONE/>"],
+)
+def test_done_is_read_in_the_forms_a_small_model_writes(text: str) -> None:
+    parsed = parse_action(text, "main", TEAM)
+    assert parsed.done and parsed.draft == "Part." and parsed.is_valid
+
+
+@pytest.mark.parametrize(
+    "code", ["if i<done:\n    pass", "y = a<done/2", "x = f(a<done/(b))", "<doneness> is a word"],
+)
+def test_code_and_words_that_look_like_a_done_tag_stay_text(code: str) -> None:
+    parsed = parse_action(code, "main", TEAM)
+    assert not parsed.done and parsed.draft == code
+
+
+@pytest.mark.parametrize(
     ("text", "problem"),
     [
         ("", "empty_action"),
