@@ -224,8 +224,13 @@ def test_core_import_stays_light() -> None:
 
 
 def _with_marker(action: str, marker: str) -> str:
-    """Put ``marker`` inside the draft part of ``action`` (inside the code fence for code)."""
+    """Put ``marker`` inside the draft part of ``action``: for code, inside the author's function (what follows the
+    fence's opening before a function is not the author's part), or at the top of a tester's asserts."""
     if "```python\n" in action:
+        lines = action.split("\n")
+        heading = next((i for i, line in enumerate(lines) if line.startswith("def ") and line.endswith(":")), None)
+        if heading is not None:
+            return "\n".join([*lines[: heading + 1], f"    # {marker}", *lines[heading + 1:]])
         return action.replace("```python\n", f"```python\n# {marker}\n", 1)
     return f"{marker} {action}"
 

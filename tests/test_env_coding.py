@@ -12,6 +12,7 @@ from llm_marl_envs.envs.coding.program import (
     extract_asserts,
     extract_code,
     prompt_preamble,
+    role_function,
     split_prompt,
 )
 from llm_marl_envs.envs.coding.roles import HELPER_HINT_LABEL
@@ -175,6 +176,46 @@ def test_a_part_that_does_not_parse_is_left_out_of_the_program() -> None:
     assert terms["pass_rate"] == 1.0 and terms["syntax"] == 1.0 and terms["structure"] == 0.5
     assert infos["main"]["reward_components"]["contributions"]["aux"] == 0.0
     assert "aux" not in env.state()["assessment"]["program"].split("def has_close_elements")[0].split("import")[-1]
+
+
+def test_an_authors_part_is_its_function_and_what_the_function_uses() -> None:
+    """What SmolLM2-135M writes after ``def aux(``: the helper, then the entry point redefined, ``def main()``, calls
+    and prints at top level. The helper's part is ``aux`` with the imports, constants and helpers it uses; the first
+    ``aux`` counts (the one its reply was started on), and a teammate's function is never taken from it."""
+    reply = (
+        "import re\nVOWELS = set('aeiou')\nUNUSED = 3\n"
+        "def aux(word):\n    return first(word) in VOWELS\n\n"
+        "def first(w):\n    return re.sub('[^a-z]', '', w.lower())[:1]\n\n"
+        "def count_vowel_words(s):\n    return 0\n\n"
+        "def aux(word):\n    return True\n"
+        "def main():\n    print(main())\n\naux('x')\nprint(aux('y'))\n"
+    )
+    part = role_function(reply, "aux", others=("count_vowel_words",))
+    assert part == ("import re\n\nVOWELS = set('aeiou')\n\ndef aux(word):\n    return first(word) in VOWELS\n\n"
+                    "def first(w):\n    return re.sub('[^a-z]', '', w.lower())[:1]")
+    # main may not supply aux: its own aux is left out, so its entry point calls the helper's author's aux.
+    main = "def f(x):\n    return aux(x) + 1\n\ndef aux(x):\n    return 41\n\ndef f(x):\n    return f(x)\n"
+    assert role_function(main, "f", others=("aux",)) == "def f(x):\n    return aux(x) + 1"
+    # Decorators stay with their function; a part without the function, or that does not parse, is left as written.
+    assert role_function("import functools\n@functools.cache\ndef f(n):\n    return n\n", "f") == (
+        "import functools\n\n@functools.cache\ndef f(n):\n    return n")
+    assert role_function("def g():\n    return 1\n", "f") == "def g():\n    return 1\n"
+    assert role_function("def f(:\n", "f") == "def f(:\n"
+
+
+def test_what_follows_an_authors_function_does_not_overwrite_it() -> None:
+    """The team's program runs each author's function as started: a trailing redefinition of the entry point in the
+    helper's reply, or of the entry point by main itself, no longer replaces it (Python runs the last definition)."""
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    redefined = "def has_close_elements(numbers, threshold):\n    return None\nprint(1)\n"
+    aux = AUX.removesuffix("```") + redefined + "```"
+    main = MAIN_CORRECT.removesuffix("```") + redefined + "```"
+    _, _, _, _, infos = env.step({"aux": aux, "main": main})
+    assert infos["main"]["quality_terms"]["pass_rate"] == 1.0
+    drafts = env.state()["drafts"]
+    assert drafts["aux"] == "def aux(a, b):\n    return abs(a - b)"
+    assert drafts["main"].count("def has_close_elements") == 1 and "print" not in drafts["main"]
 
 
 def test_a_humaneval_prompt_splits_into_its_docstring_and_its_code() -> None:

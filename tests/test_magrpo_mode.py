@@ -64,7 +64,7 @@ def test_a_turn_above_the_threshold_ends_the_episode() -> None:
     episode_return, reason, turns = _play(env, [{"aux": AUX, "main": MAIN}] * 2)
     assert (reason, turns) == ("magrpo_threshold", 1) and episode_return == pytest.approx(0.0)
     evaluation = coding_env(reward_mode="magrpo", magrpo_episode=OFFICIAL_EPISODE["coding"].for_eval())
-    revised = MAIN + "# revised\n"
+    revised = MAIN.replace("    return False\n", "    return bool(0)\n")  # a real revision, not a trailing comment
     episode_return, reason, turns = _play(evaluation, [{"aux": AUX, "main": MAIN}, {"aux": AUX, "main": revised}])
     assert (reason, turns) == ("max_turns", 2)  # the evaluation protocol plays every turn
 

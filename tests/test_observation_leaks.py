@@ -24,22 +24,28 @@ def _canary() -> str:
     return f"canary_{secrets.token_hex(6)}"
 
 
-# Programs that plant the token at run time. `{t}` is the token; each defines `aux` and the entry point so the
-# tests exercise it whichever agent plants it (the other agent's draft is then a bare caller or empty).
+# Programs that plant the token at run time. `{t}` is the token; each defines `planted`, which the planting author's
+# own function calls (`aux` for the helper's author, the entry point for main and solo), so the code runs as part of
+# that author's function (the env reads an author's part as its function and what it uses: `program.role_function`).
+# Effects at import time hang on a module-level assignment the function uses, so they are part of it too.
 PLANTED_PROGRAMS: dict[str, str] = {
-    "exception_message": "def aux(*a):\n    raise ValueError('{t}')\n",
-    "stdout": "print('{t}')\ndef aux(*a):\n    print('{t}')\n    return 0\n",
-    "stderr": "import sys\nsys.stderr.write('{t}')\ndef aux(*a):\n    sys.stderr.write('{t}')\n    return 0\n",
-    "exception_class_name": "class {t}(Exception):\n    pass\ndef aux(*a):\n    raise {t}('x')\n",
-    "name_error": "def aux(*a):\n    return {t}\n",
-    "import_time_error": "raise RuntimeError('{t}')\ndef aux(*a):\n    return 0\n",
-    "import_time_custom_exception": "class {t}(Exception):\n    pass\nraise {t}()\ndef aux(*a):\n    return 0\n",
-    "compile_error": "def aux({t}, {t}):\n    return 0\n",
-    "syntax_error": "def aux(*a):\n    return ({t} +\n",
-    "recursion_error": "def {t}(n):\n    return {t}(n)\ndef aux(*a):\n    return {t}(1)\n",
-    "assertion_in_program": "def aux(*a):\n    assert False, '{t}'\n",
+    "exception_message": "def planted(*a):\n    raise ValueError('{t}')\n",
+    "stdout": "_AT_IMPORT = print('{t}')\ndef planted(*a):\n    print('{t}')\n    return _AT_IMPORT\n",
+    "stderr": "import sys\n_AT_IMPORT = sys.stderr.write('{t}')\ndef planted(*a):\n    sys.stderr.write('{t}')\n"
+              "    return _AT_IMPORT\n",
+    "exception_class_name": "class {t}(Exception):\n    pass\ndef planted(*a):\n    raise {t}('x')\n",
+    "name_error": "def planted(*a):\n    return {t}\n",
+    "import_time_error": "_AT_IMPORT = int('{t}')\ndef planted(*a):\n    return _AT_IMPORT\n",
+    "import_time_custom_exception": "class {t}(Exception):\n    pass\ndef _boom():\n    raise {t}()\n"
+                                    "_AT_IMPORT = _boom()\ndef planted(*a):\n    return _AT_IMPORT\n",
+    "compile_error": "def planted({t}, {t}):\n    return 0\n",
+    "syntax_error": "def planted(*a):\n    return ({t} +\n",
+    "recursion_error": "def {t}(n):\n    return {t}(n)\ndef planted(*a):\n    return {t}(1)\n",
+    "assertion_in_program": "def planted(*a):\n    assert False, '{t}'\n",
 }
 CALLER = f"def {ENTRY}(numbers, threshold):\n    return aux(numbers, threshold)\n"
+PLANTING_HELPER = "def aux(*a):\n    return planted(*a)\n"
+PLANTING_ENTRY = f"def {ENTRY}(numbers, threshold):\n    return planted(numbers, threshold)\n"
 
 
 def _leaks(token: str, observations: dict[str, str], infos: dict[str, dict], planter: str) -> list[str]:
@@ -57,9 +63,9 @@ def test_run_time_text_of_a_program_reaches_no_teammate(vector: str, num_agents:
     for planter in planters:
         token = _canary()
         program = PLANTED_PROGRAMS[vector].format(t=token)
-        drafts = {"solo": program + "\n" + CALLER} if num_agents == 1 else {"aux": "", "main": CALLER}
+        drafts = {"solo": program + "\n" + PLANTING_ENTRY} if num_agents == 1 else {"aux": "", "main": CALLER}
         if num_agents > 1:
-            drafts[planter] = program + ("\n" + CALLER if planter == "main" else "")
+            drafts[planter] = program + "\n" + (PLANTING_ENTRY if planter == "main" else PLANTING_HELPER)
         drafts.update({"tester": f"assert {ENTRY}([1.0, 2.0], 0.5) is False", "reviewer": "Looks fine."})
         env.reset(seed=0, options={"task_id": TASK})
         for _turn in range(2):  # the second turn shows the first turn's feedback again, and the reviewer's view

@@ -207,6 +207,7 @@ from llm_marl_envs.envs.coding.program import (
     extract_asserts,
     extract_code,
     prompt_preamble,
+    role_function,
     syntax_error,
 )
 from llm_marl_envs.envs.coding.quality import code_metrics, describe_tests, weighted_quality
@@ -282,8 +283,19 @@ class CodingEnv(CollaborativeTextEnv):
 
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with
-        no code, keeps the previous draft); the reviewer keeps its prose."""
-        return extract_code(draft) if agent in CODE_ROLES else draft
+        no code, keeps the previous draft), and the authors of functions only their function with what it uses
+        (:func:`~llm_marl_envs.envs.coding.program.role_function`: ``aux`` for the helper's author, the entry point
+        for ``main`` and ``solo``; what follows it — redefinitions, top-level calls — is no part of it); the reviewer
+        keeps its prose."""
+        if agent not in CODE_ROLES:
+            return draft
+        code = extract_code(draft)
+        if not code or agent == "tester":
+            return code
+        entry_point = self.task["entry_point"]
+        if agent == HELPER_NAME:
+            return role_function(code, HELPER_NAME, others=(entry_point,))
+        return role_function(code, entry_point, others=(HELPER_NAME,) if agent == "main" else ())
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:
         """Run the team's program and its counterfactuals against the tests (one executor batch) and score them."""

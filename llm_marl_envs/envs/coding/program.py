@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
@@ -95,6 +96,68 @@ def defined_functions(code: str) -> set[str]:
     if tree is None:
         return set()
     return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    """The names a top-level statement binds (functions, classes, assignments); imports are kept whole elsewhere."""
+    if isinstance(node, _DEFINITION):
+        return [node.name]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    return [sub.id for target in targets for sub in ast.walk(target) if isinstance(sub, ast.Name)]
+
+
+def _source_lines(code: str, node: ast.stmt) -> str:
+    """The source of a top-level statement, decorators included."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+    return "\n".join(code.splitlines()[first - 1: node.end_lineno])
+
+
+def role_function(code: str, name: str, others: Collection[str] = ()) -> str:
+    """An author's part of the team's program: its function ``name`` and what that function needs, read from
+    ``code`` (an author's extracted code); ``code`` unchanged when it does not parse or defines no ``name``.
+
+    Kept: every top-level import, the *first* top-level definition of ``name``, and, transitively, the first
+    top-level definition (function, class or assignment) of each name the kept code uses — except ``name`` itself
+    again and ``others``, the functions teammates own (the helper's author cannot supply the entry point, ``main``
+    cannot supply ``aux``). Left out: redefinitions, other functions nothing kept uses, and top-level statements
+    (calls, prints, ad-hoc tests). This is how a completion is read for HumanEval (Chen et al. 2021, "Evaluating Large
+    Language Models Trained on Code", §2.3: a completion ends at the first top-level ``def``, ``class``, ``if``,
+    ``print`` or comment after the function) — here with the author's own helpers and constants kept — and how
+    MAGRPO's official code reads each agent's completion (it extracts the agent's function). Why: SmolLM2-135M,
+    started on ``def aux(``, writes the helper and then keeps going until its token budget ends — the entry point
+    redefined, ``def main()``, calls and prints at top level — and the last definition of a name is the one Python
+    runs, so the part it was asked for was overwritten by what came after it.
+    """
+    tree = _parse(code)
+    if tree is None:
+        return code
+    target = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and node.name == name), None)
+    if target is None:
+        return code
+    first_binding: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        for bound in _bound_names(node):
+            first_binding.setdefault(bound, node)
+    excluded = {name, *others}
+    kept, queue = {id(target)}, [target]
+    while queue:
+        for sub in ast.walk(queue.pop()):
+            if isinstance(sub, ast.Name) and sub.id not in excluded:
+                dependency = first_binding.get(sub.id)
+                if dependency is not None and id(dependency) not in kept:
+                    kept.add(id(dependency))
+                    queue.append(dependency)
+    parts = [_source_lines(code, node) for node in tree.body
+             if isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in kept]
+    return "\n\n".join(parts)
 
 
 def calls_function(code: str, caller: str, callee: str) -> bool:
