@@ -356,6 +356,11 @@ class TreeNode:
         return [self, *itertools.chain.from_iterable(child.nodes() for child in self.children)]
 
 
+def _before_branching(turns: Collection[int] | None, turn: int) -> bool:
+    """Whether ``turn`` comes before every branching turn of a tree (``None``: the full tree branches at every turn)."""
+    return bool(turns) and turn < min(turns)
+
+
 def rollout_tree(
     envs: Sequence[Any],
     policy: PolicyFn,
@@ -378,6 +383,11 @@ def rollout_tree(
     rollout up to its branching turn and each branch is rolled out once after it: each branch's return is then a
     Monte Carlo estimate of what its joint action leads to, at the cost of one rollout, instead of a G-ary subtree
     (a full tree over T turns has G^T leaves). None (or a None entry): branch at every turn, the full tree.
+    An episode that ends before its tree has branched branches at the turn it ended instead: that single joint
+    action is set aside and the node samples ``group_size`` fresh ones, so every tree yields a group, and the turns
+    where teams end — where a group can differ in when it ends — are the ones such trees train on. The set-aside
+    sample is not one of the group: a group holding the one sample chosen *because* its episode ended would be biased
+    towards ending; the fresh samples are drawn from the node like any group's.
 
     ``early_termination_threshold``: a node whose joint actions earned a mean reward above it is not expanded further
     (its children are leaves even if their episodes go on): the group is already good enough, so no more turns are
@@ -437,7 +447,7 @@ def rollout_tree(
                 choices = [(k,) * len(agents) for k in range(samples_here)]
             else:
                 choices = list(itertools.product(range(samples_here), repeat=len(agents)))
-            growing = []
+            growing, rebranch = [], False
             for choice in choices:
                 child_env = copy.deepcopy(env)  # the node's position, carried by the env's snapshot of its episode
                 records = {
@@ -450,9 +460,17 @@ def rollout_tree(
                 done = not child_env.agents
                 child = TreeNode(node.env_index, node.depth + 1, steps, steps[0].reward, done, choice,
                                  state=child_env.state() if record_state else None)
+                if done and samples_here == 1 and _before_branching(branching[node.env_index], child_env.turn):
+                    # Ended before its branching turn: branch here instead (see the docstring), from this node again.
+                    branching[node.env_index] = {child_env.turn}
+                    rebranch = True
+                    break
                 node.children.append(child)
                 if not done and (max_depth is None or child.depth < max_depth):
                     growing.append((child, child_env))
+            if rebranch:
+                next_frontier.append((node, env))
+                continue
             mean_reward = sum(child.reward for child in node.children) / len(node.children)
             if early_termination_threshold is None or not mean_reward > early_termination_threshold:
                 next_frontier += growing

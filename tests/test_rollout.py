@@ -198,5 +198,46 @@ def test_branch_turns_grow_one_rollout_to_the_branching_turn_and_one_after_each_
     assert per_turn == {t: 2 * (1 if t < branch else 4) for t in (1, 2, 3)}
     with pytest.raises(ValueError, match="branch_turns"):
         rollout_tree(envs, policy, group_size=2, branch_turns=[{1}])
+
+
+@pytest.mark.parametrize("end_turn", [1, 2])
+def test_an_episode_that_ends_before_its_branching_turn_branches_where_it_ends(end_turn: int) -> None:
+    """A tree that would branch at turn 3 but whose rollout ends at ``end_turn`` sets that joint action aside and
+    samples G fresh ones at the node it came from: the tree still yields a group, at the turn where teams end."""
+    envs = [ENV_FACTORIES["writing"](num_agents=2, max_turns=4)]
+    asked: list[int] = []
+
+    def policy(requests: list[ChatRequest]) -> list[str]:
+        asked.extend(r.turn for r in requests)
+        # Both agents end at end_turn, in every sample: the first rollout to reach it ends the episode.
+        return [f"{r.agent} writes part {i}." + (" <done/>" if r.turn == end_turn else "")
+                for i, r in enumerate(requests)]
+
+    (root,) = rollout_tree(envs, policy, group_size=4, seeds=[0], branch_turns=[{3}])
+    node = root
+    for _ in range(end_turn - 1):  # one joint action a turn up to the node the episode ended from
+        assert len(node.children) == 1
+        node = node.children[0]
+    assert len(node.children) == 4 and all(child.done for child in node.children)
+    assert {child.sample_index for child in node.children} == {(k, k) for k in range(4)}
+    assert all(child.depth == end_turn for child in node.children)
+    # Before end_turn one sample per agent a turn; at it, the set-aside sample and then the G fresh ones.
+    assert asked.count(end_turn) == 2 * (1 + 4)
+    assert all(asked.count(t) == 2 for t in range(1, end_turn))
+    assert max(asked) == end_turn  # no turn after the episode's end, and no second branching at turn 3
+
+
+def test_a_tree_that_branched_is_not_branched_again_when_a_branch_ends_early() -> None:
+    """Branches that end after the branching turn are leaves as usual: only a tree that has not branched yet moves its
+    branching turn."""
+    envs = [ENV_FACTORIES["writing"](num_agents=2, max_turns=4)]
+
+    def policy(requests: list[ChatRequest]) -> list[str]:
+        return [f"{r.agent} writes part {i}." + (" <done/>" if r.turn == 3 else "") for i, r in enumerate(requests)]
+
+    (root,) = rollout_tree(envs, policy, group_size=4, seeds=[0], branch_turns=[{2}])
+    widths = [len(node.children) for node in root.nodes() if node.children]
+    assert widths == [1, 4, 1, 1, 1, 1]  # turn 1 single, G at turn 2, each branch once at turn 3 where it ends
+    assert all(leaf.depth == 3 and leaf.done for leaf in root.nodes() if not leaf.children)
     with pytest.raises(ValueError, match="branch_turns"):
         rollout_tree(envs, policy, group_size=2, branch_turns=[{0}, None])
