@@ -52,6 +52,15 @@ info.
 
 ## Action Space
 A string. Code may be wrapped in a ```python fence (the env extracts it). `<message>`/`<done/>` as in every env.
+An author's part is its function and what that function uses (`program.role_function`): `aux`'s author keeps the
+first `aux` it wrote with the imports, constants and helpers `aux` calls; `main` and `solo` likewise their entry
+point. Redefinitions, functions nothing kept uses and top-level statements (calls, prints, ad-hoc tests) are no part
+of it, and an author never supplies a teammate's function (`main`'s own `aux` is left out). This is how HumanEval
+reads a completion (it ends at the first top-level statement after the function) and how MAGRPO's official code reads
+each agent's (it extracts the agent's function). Why: started on `def aux(`, SmolLM2-135M writes its function and
+then keeps going to the end of its token budget — the entry point redefined, `def main()`, calls at top level — and
+Python runs the last definition of a name, so what came after overwrote the part it was asked for. Read this way,
+a function resubmitted with a different tail is unchanged, and the author is done.
 
 Started replies: every turn, `env.chat_messages(agent)` ends with an assistant message that starts the code roles'
 replies — `aux`: a code fence and `def aux(` (MAGRPO's format line); `main`: the entry point's signature and a first
