@@ -108,6 +108,19 @@ def test_the_shipped_teams_are_complete() -> None:
     assert BUILTIN == "builtin"
 
 
+@pytest.mark.parametrize("recipe", sorted((ROOT / "recipes").glob("*.yaml")), ids=lambda path: path.stem)
+def test_every_recipe_is_a_valid_config_named_after_its_team(recipe: Path) -> None:
+    """``recipes/<env>-<size>.yaml`` trains that team: the file validates as a trainer config (every option known, every
+    value in range) and names the env and the team size of its file name; it trains at the study's sampling."""
+    from llm_marl_trainers.config import TrainerConfig
+
+    config = TrainerConfig.from_yaml(recipe)
+    env, size = recipe.stem.rsplit("-", 1)
+    assert (config.env, config.num_agents) == (env, int(size))
+    assert (config.temperature, config.top_p) == (0.7, 0.95) and config.branching == "one_turn"
+    assert config.env_kwargs["max_turns"] == 4
+
+
 @pytest.mark.model
 @pytest.mark.slow
 def test_load_team_gives_the_shipped_trained_team_ready_to_play() -> None:
