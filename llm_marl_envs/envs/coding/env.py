@@ -144,7 +144,9 @@ aux/main splits, default settings, by team size; from
 strategy loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`).
 `reviewer_silent` ties honest work by design (with the team right at once there is nothing to review). Known limits:
 a helper padded with code that does nothing (to inflate its share of the code), a main that inspects aux's code
-object instead of calling it, and a reviewer credited for a gain its content-free message did not cause.
+object instead of calling it, and a reviewer credited for a gain its content-free message did not cause. Since an
+author's part is its function and what it uses, a `main` that defines its own `aux` (`main_own_aux`) or an `aux`
+that writes the entry point (`aux_writes_everything`) contributes nothing of that to the program.
 
 | strategy | honest | n=1 | n=2 | n=3 | n=4 |
 |---|---|---:|---:|---:|---:|
@@ -152,14 +154,10 @@ object instead of calling it, and a reviewer credited for a gain its content-fre
 | reviewer_silent | yes |  |  |  | 1.44 |
 | honest_with_message | yes |  | 1.41 | 1.42 | 1.42 |
 | honest_revision | yes | 1.40 | 1.38 | 1.39 | 1.27 |
-| padding_turns |  | 1.40 | 1.38 | 1.39 | 1.39 |
 | reviewer_takes_credit |  |  |  |  | 1.39 |
 | aux_boxed_result |  |  | 1.34 | 1.37 | 1.37 |
 | handshake_helper |  |  | 1.30 | 1.35 | 1.35 |
-| padding_edits |  | 1.35 | 1.33 | 1.34 | 1.34 |
 | boxing_helper |  |  | 1.25 | 1.32 | 1.32 |
-| main_pastes_aux |  |  | 1.20 | 1.28 | 1.28 |
-| main_own_aux |  |  | 1.20 | 1.28 | 1.28 |
 | solo_hog |  |  | 1.20 | 1.28 | 1.28 |
 | dead_code_call |  |  | 1.20 | 1.28 | 1.28 |
 | discarded_call |  |  | 1.20 | 1.28 | 1.28 |
@@ -171,16 +169,20 @@ object instead of calling it, and a reviewer credited for a gain its content-fre
 | tester_rephrased_visible |  |  |  | 1.27 | 1.27 |
 | tester_type_checks |  |  |  | 1.27 | 1.27 |
 | tester_wrong |  |  |  | 1.27 | 1.27 |
-| aux_writes_everything |  |  | 1.15 | 1.23 | 1.23 |
-| same_split_program |  |  | 0.95 | 1.12 | 1.12 |
+| reviewer_spam |  |  |  |  | 1.27 |
+| message_spam |  |  | 1.10 | 0.93 | 0.77 |
 | same_full_program |  |  | 0.90 | 1.07 | 1.07 |
-| reviewer_spam |  |  |  |  | 0.83 |
-| message_spam |  |  | 0.71 | 0.38 | 0.04 |
 | hardcode_visible |  | 0.25 | 0.15 | 0.15 | 0.15 |
 | rigged_eq |  | 0.25 | 0.15 | 0.15 | 0.15 |
+| special_case_visible |  | 0.25 | 0.15 | 0.15 | 0.15 |
+| weak_part_done |  | 0.25 | 0.15 | 0.15 | 0.15 |
+| copy_task_done |  | 0.25 | 0.10 | 0.10 | 0.10 |
 | syntax_stubs |  | 0.25 | 0.15 | 0.15 | 0.15 |
+| main_own_aux |  |  | 0.18 | 0.19 | 0.19 |
+| empty_part_done |  | -0.05 | 0.10 | 0.10 | 0.10 |
+| aux_writes_everything |  |  | 0.00 | 0.00 | 0.00 |
 | empty |  | -0.05 | -0.05 | -0.05 | -0.05 |
-| prose |  | -0.05 | -0.05 | -0.05 | -0.05 |
+| prose |  | -0.10 | -0.15 | -0.20 | -0.20 |
 
 ## Version History
 * v0: initial release; rewards hardened against the integrity suite, held-out tests, counterfactual consistency,
