@@ -101,8 +101,8 @@ def test_the_shipped_teams_are_complete() -> None:
             assert all(t.dtype == torch.float16 for t in load_file(str(weights)).values())
             assert weights.stat().st_size < 2_000_000
         assert builtin_team_dir(f"{env}_v0", size) == folder
-    with pytest.raises(ValueError, match=r"no shipped team for coding with 4 agents; shipped: .*coding with 2 agents"):
-        builtin_team_dir("coding", 4)
+    with pytest.raises(ValueError, match=r"no shipped team for coding with 1 agents; shipped: .*coding with 2 agents"):
+        builtin_team_dir("coding", 1)  # one agent is the single-agent baseline: no team ships for it
     with pytest.raises(ValueError, match="env: expected one of"):
         builtin_team_dir("chess", 2)
     assert BUILTIN == "builtin"
