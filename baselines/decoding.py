@@ -22,6 +22,8 @@ adapter, the prefill's rows being the distinct prompts and the decode's rows the
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,12 +133,13 @@ def sample_rows(
     warpers = logits_warpers(temperature, top_p)
     min_tokens = (MinNewTokensLengthLogitsProcessor(width, min_new_tokens, stop.tolist(), device=device)
                   if min_new_tokens > 0 else None)
+    cache_arg = cache_keyword(model)
     with torch.inference_mode():
         kv = _new_cache(model, cache, width + max_new_tokens)
         prefill_kv = _new_cache(model, "dynamic", width) if share_prefix else kv
         with route(prefill_rows) as extra:
-            out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, cache=prefill_kv,
-                        logits_to_keep=1, **extra)
+            out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, logits_to_keep=1,
+                        **{cache_arg: prefill_kv}, **extra)
         logits = out.logits[:, -1].float()
         if share_prefix:
             logits = logits.index_select(0, rows)
@@ -174,7 +177,7 @@ def sample_rows(
                 if not bool(unfinished.any()) or steps == max_new_tokens:
                     break
                 out = model(input_ids=token[:, None], attention_mask=mask[:, :width + t + 1],
-                            position_ids=next_position + t, cache=kv, logits_to_keep=1, **extra)
+                            position_ids=next_position + t, logits_to_keep=1, **{cache_arg: kv}, **extra)
                 logits = out.logits[:, -1].float()
         new_tokens = sequences[:, width:width + steps].tolist()
         token_logprobs = torch.stack(recorded, dim=1).tolist() if logprobs else None
@@ -188,6 +191,26 @@ def sample_rows(
         if token_logprobs is not None:
             kept_logprobs.append(token_logprobs[r][:length])
     return SampledRows(tokens, kept_logprobs if logprobs else None, stopped)
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword by which ``model``'s forward takes a KV cache: ``cache`` in the transformers versions that renamed
+    it (``past_key_values`` is deprecated there), ``past_key_values`` in those before (where an unknown ``cache=``
+    would fall silently into ``**kwargs`` and the model would run without its cache). PEFT wrappers are looked
+    through to the model they wrap."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return _cache_keyword_of(type(base))
+
+
+@functools.cache
+def _cache_keyword_of(model_class: type) -> str:
+    parameters = inspect.signature(model_class.forward).parameters
+    if "cache" in parameters:
+        return "cache"
+    if "past_key_values" in parameters:
+        return "past_key_values"
+    raise TypeError(f"{model_class.__name__}.forward takes neither 'cache' nor 'past_key_values': "
+                    "no KV cache can be passed to it")
 
 
 def _new_cache(model: Any, kind: str, length: int) -> Any:

@@ -195,6 +195,8 @@ def check_env(config: Any) -> None:
 def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = None) -> None:
     """What the run will do: the team, the steps, one step's trees, completions and tokens, and (``estimate``) a
     measured estimate of a step's time and of the run's."""
+    from llm_marl_baselines.models import choose_device
+    from llm_marl_trainers.magrpo import base_dtype
     from llm_marl_trainers.plan import estimate_step, step_plan
 
     stream = stream if stream is not None else sys.stdout
@@ -203,8 +205,11 @@ def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = N
     print(f"[train] {config.env}, {len(trainer.agents)} agent(s) {list(trainer.agents)}, steps {trainer.step} -> "
           f"{config.steps}{processes}; output {trainer.output}", file=stream, flush=True)
     plan = step_plan(config, trainer.envs[0].max_turns, len(trainer.agents))
+    # What "auto" resolved to here (bfloat16 on a GPU, float32 on a CPU): the plan names the dtype that runs.
+    device = choose_device(trainer.parallel.device)
     print(f"[train] one step: {plan.describe()}; G = {config.num_generations} ({config.joint_mode}), "
-          f"{config.max_completion_length} new tokens at most, {config.dtype} base", file=stream, flush=True)
+          f"{config.max_completion_length} new tokens at most, {base_dtype(config.dtype, device)} base on {device}",
+          file=stream, flush=True)
     if not estimate:
         return
     from llm_marl_benchmarks.progress import duration

@@ -78,7 +78,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from llm_marl_baselines.decoding import left_pad, sample_rows
+from llm_marl_baselines.decoding import cache_keyword, left_pad, sample_rows
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import Generation, GenerationSettings
 from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
@@ -748,9 +748,10 @@ class TeamModel:
         model = group.model
         config = model.get_base_model().config
         cache = DynamicCache(config=config.get_text_config() if hasattr(config, "get_text_config") else config)
+        cache_arg = cache_keyword(model)
         with self._rows_routed(group, [agent for agent, _ in distinct], reference) as extra:
             first = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_positions,
-                          cache=cache, logits_to_keep=1, **extra).logits[:, -1:]
+                          logits_to_keep=1, **{cache_arg: cache}, **extra).logits[:, -1:]
         predicting = first.index_select(0, index)  # [R, 1, V]: each row's first token, from its prompt
         if width > 1:
             for layer in cache.layers:  # every row continues its prompt's keys and values
@@ -761,7 +762,7 @@ class TeamModel:
             positions = prompt_positions.index_select(0, index)[:, -1:] + offsets
             with self._rows_routed(group, agents, reference) as extra:
                 rest = model(input_ids=completion_ids[:, :-1], attention_mask=attention, position_ids=positions,
-                             cache=cache, **extra).logits
+                             **{cache_arg: cache}, **extra).logits
             predicting = torch.cat([predicting, rest], dim=1)
         if temperature != 1.0:
             predicting = predicting / temperature

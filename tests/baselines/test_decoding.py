@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import torch
 from baseline_helpers import tiny_model
+from torch import Tensor
 
-from llm_marl_baselines.decoding import left_pad, sample_rows
+from llm_marl_baselines.decoding import cache_keyword, left_pad, sample_rows
 from llm_marl_baselines.models import LoadedModel
 from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
 from llm_marl_baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
@@ -104,12 +105,46 @@ def test_next_token_logits_of_a_copied_cache_equal_the_full_forward(loaded: Load
     with torch.no_grad():
         full = model(input_ids=ids[rows], attention_mask=mask[rows], position_ids=positions[rows]).logits[:, -1]
         cache = DynamicCache(config=model.config)
-        model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1], cache=cache)
+        keyword = cache_keyword(model)
+        model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1], **{keyword: cache})
         for layer in cache.layers:
             layer.keys, layer.values = layer.keys[rows], layer.values[rows]
         step = model(input_ids=ids[rows, -1:], attention_mask=mask[rows], position_ids=positions[rows, -1:],
-                     cache=cache).logits[:, -1]
+                     **{keyword: cache}).logits[:, -1]
     torch.testing.assert_close(step, full, atol=1e-4, rtol=0)
+
+
+def test_the_cache_goes_in_by_the_keyword_the_installed_model_fills(loaded: LoadedModel) -> None:
+    """transformers renamed forward's ``past_key_values`` to ``cache``; a cache passed by the other name falls into
+    ``**kwargs`` on the versions that do not know it, and the model then runs without it (seen on transformers
+    5.17 on a GPU machine: the prefilled cache stayed empty). The keyword we pick must be the one that fills it, for
+    a plain model and for a PEFT-wrapped one."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import DynamicCache
+
+    ids = torch.tensor([prompts_of(loaded)[0]])
+    wrapped = get_peft_model(tiny_model().model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    for model in (loaded.model, wrapped):
+        cache = DynamicCache(config=loaded.model.config)
+        with torch.no_grad():
+            model(input_ids=ids, **{cache_keyword(model): cache})
+        assert cache.get_seq_length() == ids.shape[1]
+
+
+def test_the_cache_keyword_follows_the_forward_signature() -> None:
+    class OlderModel(torch.nn.Module):
+        def forward(self, input_ids: Tensor, past_key_values: Any = None, **kwargs: Any) -> None: ...
+
+    class NewerModel(torch.nn.Module):
+        def forward(self, input_ids: Tensor, cache: Any = None, **kwargs: Any) -> None: ...
+
+    class NoCache(torch.nn.Module):
+        def forward(self, input_ids: Tensor, **kwargs: Any) -> None: ...
+
+    assert cache_keyword(OlderModel()) == "past_key_values"
+    assert cache_keyword(NewerModel()) == "cache"
+    with pytest.raises(TypeError, match="neither 'cache' nor 'past_key_values'"):
+        cache_keyword(NoCache())
 
 
 def test_bad_arguments_are_refused(loaded: LoadedModel) -> None:

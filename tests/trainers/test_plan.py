@@ -76,3 +76,24 @@ def test_the_estimate_is_measured_and_leaves_the_run_untouched(tmp_path: Path, m
         after = trainer.team.adapter_parameters(agent)
         assert all(p.grad is None for p in after)
         assert all(torch.equal(a, b) for a, b in zip(after, before[agent], strict=True))
+
+
+@pytest.mark.parametrize(("dtype", "expected"), [("auto", None), ("bfloat16", "bfloat16")])
+def test_the_printed_plan_names_the_dtype_and_device_that_run(dtype: str, expected: str | None) -> None:
+    """``dtype: auto`` is resolved before it is printed (the GPU check's log read "auto base"): bfloat16 on a GPU,
+    float32 on a CPU; a named dtype is printed as named."""
+    import io
+    from types import SimpleNamespace
+
+    from llm_marl_benchmarks.train import print_plan
+
+    config = TrainerConfig(env="writing", num_agents=2, num_generations=4, dtype=dtype)
+    trainer = SimpleNamespace(config=config, agents=["concise", "detailed"], step=0, output=Path("run"),
+                              envs=[SimpleNamespace(max_turns=2)],
+                              parallel=SimpleNamespace(enabled=False, world_size=1, device="auto"))
+    stream = io.StringIO()
+    print_plan(trainer, estimate=False, stream=stream)
+    gpu = torch.cuda.is_available()
+    if expected is None:
+        expected = "bfloat16" if gpu and torch.cuda.is_bf16_supported() else "float32"
+    assert f"new tokens at most, {expected} base on {'cuda' if gpu else 'cpu'}\n" in stream.getvalue()
