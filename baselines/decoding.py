@@ -135,8 +135,8 @@ def sample_rows(
                   if min_new_tokens > 0 else None)
     cache_arg = cache_keyword(model)
     with torch.inference_mode():
-        kv = _new_cache(model, cache, width + max_new_tokens)
-        prefill_kv = _new_cache(model, "dynamic", width) if share_prefix else kv
+        kv = new_cache(model, cache, width + max_new_tokens)
+        prefill_kv = new_cache(model, "dynamic", width) if share_prefix else kv
         with route(prefill_rows) as extra:
             out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, logits_to_keep=1,
                         **{cache_arg: prefill_kv}, **extra)
@@ -213,12 +213,17 @@ def _cache_keyword_of(model_class: type) -> str:
                     "no KV cache can be passed to it")
 
 
-def _new_cache(model: Any, kind: str, length: int) -> Any:
+def new_cache(model: Any, kind: str = "dynamic", length: int = 0) -> Any:
+    """An empty KV cache for ``model`` (PEFT wrappers looked through): ``"dynamic"`` grows as it is filled,
+    ``"static"`` holds ``length`` positions."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     from transformers import DynamicCache, StaticCache
 
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
     if kind == "static":
         return StaticCache(config=config, max_cache_len=length)
+    if kind != "dynamic":
+        raise ValueError(f"kind: expected 'dynamic' or 'static', got {kind!r}")
     return DynamicCache(config=config)
 
 

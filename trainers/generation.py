@@ -78,7 +78,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from llm_marl_baselines.decoding import cache_keyword, left_pad, sample_rows
+from llm_marl_baselines.decoding import cache_keyword, left_pad, new_cache, sample_rows
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import Generation, GenerationSettings
 from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
@@ -730,8 +730,6 @@ class TeamModel:
         row's completion tokens on top of it. The first completion token is predicted by its prompt's last position,
         token ``t`` by completion position ``t − 1``; position ids continue each prompt's, so every row's values are
         those of its unpadded prompt + completion forward (the tests compare them with the repeated path)."""
-        from transformers import DynamicCache
-
         device = group.loaded.device
         distinct: dict[tuple[str, tuple[int, ...]], int] = {}
         row_prompt = [distinct.setdefault((agent, tuple(prompt)), len(distinct))
@@ -746,8 +744,7 @@ class TeamModel:
             completion_mask[i, :len(completion)] = 1
         completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
         model = group.model
-        config = model.get_base_model().config
-        cache = DynamicCache(config=config.get_text_config() if hasattr(config, "get_text_config") else config)
+        cache = new_cache(model)
         cache_arg = cache_keyword(model)
         with self._rows_routed(group, [agent for agent, _ in distinct], reference) as extra:
             first = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_positions,

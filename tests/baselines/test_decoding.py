@@ -15,7 +15,7 @@ import torch
 from baseline_helpers import tiny_model
 from torch import Tensor
 
-from llm_marl_baselines.decoding import cache_keyword, left_pad, sample_rows
+from llm_marl_baselines.decoding import cache_keyword, left_pad, new_cache, sample_rows
 from llm_marl_baselines.models import LoadedModel
 from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
 from llm_marl_baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
@@ -120,15 +120,24 @@ def test_the_cache_goes_in_by_the_keyword_the_installed_model_fills(loaded: Load
     5.17 on a GPU machine: the prefilled cache stayed empty). The keyword we pick must be the one that fills it, for
     a plain model and for a PEFT-wrapped one."""
     from peft import LoraConfig, get_peft_model
-    from transformers import DynamicCache
 
     ids = torch.tensor([prompts_of(loaded)[0]])
     wrapped = get_peft_model(tiny_model().model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
     for model in (loaded.model, wrapped):
-        cache = DynamicCache(config=loaded.model.config)
+        cache = new_cache(model)  # the empty cache the sampler and the trainer's log-prob pass start from
         with torch.no_grad():
             model(input_ids=ids, **{cache_keyword(model): cache})
         assert cache.get_seq_length() == ids.shape[1]
+
+
+def test_new_cache_kinds(loaded: LoadedModel) -> None:
+    from transformers import DynamicCache, StaticCache
+
+    assert isinstance(new_cache(loaded.model), DynamicCache)
+    static = new_cache(loaded.model, "static", 12)
+    assert isinstance(static, StaticCache) and not isinstance(static, DynamicCache)
+    with pytest.raises(ValueError, match="kind"):
+        new_cache(loaded.model, "paged")
 
 
 def test_the_cache_keyword_follows_the_forward_signature() -> None:
