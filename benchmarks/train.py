@@ -216,9 +216,12 @@ def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = N
 
     guess = estimate_step(trainer, plan)
     left = config.steps - trainer.step
-    print(f"[train] estimated {duration(guess.total_s)} a step (generation {duration(guess.generation_s)}, update "
-          f"{duration(guess.update_s)}; measured in {duration(guess.calibration_s)}): {left} step(s) take about "
-          f"{duration(guess.total_s * left)}", file=stream, flush=True)
+    # Re-branching trees sample more than the plan's nominal count; their generation scales with the completions.
+    most = guess.total_s + guess.generation_s * (plan.most_completions / plan.completions - 1)
+    upto = f", up to {duration(most)} with re-branches" if plan.most_completions > plan.completions else ""
+    print(f"[train] estimated {duration(guess.total_s)} a step{upto} (generation {duration(guess.generation_s)}, "
+          f"update {duration(guess.update_s)}; measured in {duration(guess.calibration_s)}): {left} step(s) take "
+          f"about {duration(guess.total_s * left)}", file=stream, flush=True)
 
 
 class StepProgress:

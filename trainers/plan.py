@@ -3,8 +3,12 @@
 A MAGRPO step grows ``envs_per_step`` trees (:func:`llm_marl_envs.rollout.rollout_tree`). At every expanded node each
 live agent samples ``G`` completions, and the samples form ``b`` joint actions — ``b = G`` (``aligned``) or
 ``b = G^N`` (``cross``) — each a child node. A tree of ``T`` turns therefore expands ``b^(t-1)`` nodes at depth ``t``
-and has ``sum_{t=0..T} b^t`` nodes; every expanded node costs ``N·G`` completions. These are upper bounds: agents that
-say ``<done/>`` and episodes that end early (or ``early_termination_threshold``) grow less.
+and has ``sum_{t=0..T} b^t`` nodes; every expanded node costs ``N·G`` completions. For full trees these are upper
+bounds: agents that say ``<done/>`` and episodes that end early (or ``early_termination_threshold``) grow less.
+A ``one_turn`` tree is the other way round: its single rollout up to the branching turn ``k`` may end at turn
+``d < k``, and then the tree branches at ``d`` instead (``rollout_tree``'s re-branch), so it rolls ``b`` branches out
+over more turns. ``most_completions`` counts the worst case, every such tree ending at turn 1 (one set-aside joint
+action, then ``G`` samples and ``b·(T − 1)`` single ones per agent).
 
 The time estimate is measured, not guessed: :func:`estimate_step` times short ``generate`` calls of the step's real
 prompts at the step's row counts (2 and 10 new tokens, after one warm-up call: prefill and per-token cost,
@@ -41,18 +45,23 @@ class StepPlan:
     nodes: int
     """Nodes of all trees, roots and leaves included."""
     completions: int
+    most_completions: int
+    """Completions when every ``one_turn`` tree that branches after turn 1 ends at turn 1 and re-branches there (the
+    step's most; equal to ``completions`` for full trees)."""
     trained: int
     """Completions the update trains on: every one (``full``), the branching turns' only (``one_turn``)."""
     tokens: int
-    """Completion tokens at most (``completions × max_completion_length``)."""
+    """Completion tokens at most (``most_completions × max_completion_length``)."""
     rows_per_depth: tuple[int, ...]
     """Rows of the one ``generate`` call at each depth (agents × G × expanded nodes)."""
 
     def describe(self) -> str:
         """One line for people."""
         trained = "" if self.trained == self.completions else f", {self.trained} trained on"
+        most = ("" if self.most_completions == self.completions
+                else f" (up to {self.most_completions} when trees end before they branch and re-branch)")
         return (f"{self.trees} tree(s) x {self.turns} turn(s), {self.agents} agent(s), {self.branching} children per "
-                f"node: {self.nodes} nodes, {self.completions} completions{trained} (generate calls of "
+                f"node: {self.nodes} nodes, {self.completions} completions{most}{trained} (generate calls of "
                 f"{'/'.join(map(str, self.rows_per_depth))} rows), at most {self.tokens:,} completion tokens")
 
 
@@ -67,10 +76,12 @@ def step_plan(config: TrainerConfig, max_turns: int, num_agents: int | None = No
     if config.branching == "one_turn":
         # Tree i of the first step branches at turn k = 1 + i mod T: one node a depth before k (one sample per
         # agent), the branching node at k (G each), then `branching` single rollouts (one sample per agent).
-        expanded_list, rows_list, nodes = [0] * max_turns, [0] * max_turns, 0
+        expanded_list, rows_list, nodes, most = [0] * max_turns, [0] * max_turns, 0, 0
         trained = trees * agents * G
         for i in range(trees):
             k = 1 + i % max_turns
+            # Worst case: a tree branching later ends at turn 1, sets that joint action aside and branches there.
+            most += agents * ((1 if k > 1 else 0) + G + branching * (max_turns - 1))
             for depth in range(1, max_turns + 1):
                 width = 1 if depth <= k else branching
                 expanded_list[depth - 1] += width
@@ -82,10 +93,11 @@ def step_plan(config: TrainerConfig, max_turns: int, num_agents: int | None = No
         nodes = trees * sum(branching**depth for depth in range(max_turns + 1))
         rows = tuple(n * agents * G for n in expanded)
         trained = sum(rows)
+        most = sum(rows)
     completions = sum(rows)
     return StepPlan(trees=trees, turns=max_turns, agents=agents, branching=branching, expanded_per_depth=expanded,
-                    nodes=nodes, completions=completions, trained=trained,
-                    tokens=completions * config.max_completion_length,
+                    nodes=nodes, completions=completions, most_completions=most, trained=trained,
+                    tokens=most * config.max_completion_length,
                     rows_per_depth=rows)
 
 

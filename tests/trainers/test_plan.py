@@ -44,11 +44,15 @@ def test_one_turn_branching_plans_one_rollout_to_the_branch_and_one_per_branch_a
     # turn 2: tree 0's 4 branches (8), tree 1 branches (8), trees 2-3 (2 each) ... and so on
     assert plan.rows_per_depth == (8 + 3 * 2, 8 + 8 + 2 * 2, 8 + 8 + 8 + 2, 8 + 8 + 8 + 8)
     assert plan.expanded_per_depth == (4, 4 + 3, 4 + 4 + 2, 4 + 4 + 4 + 1)
-    assert plan.completions == 92 and plan.tokens == 9200
-    assert plan.trained == 4 * 2 * 4 and "92 completions, 32 trained on" in plan.describe()
+    assert plan.completions == 92 and plan.tokens == 134 * 100  # the most, re-branches included
+    assert plan.trained == 4 * 2 * 4 and "re-branch), 32 trained on" in plan.describe()
     assert plan.nodes == sum(k + 4 * (4 - k + 1) for k in (1, 2, 3, 4))
+    # Worst case: trees 1-3 end at turn 1 and re-branch there: 1 set-aside joint action, G samples, 4 x 3 singles.
+    assert plan.most_completions == 2 * (4 + 4 * 3) + 3 * 2 * (1 + 4 + 4 * 3)
+    assert "92 completions (up to 134 when trees end before they branch and re-branch)" in plan.describe()
     full = step_plan(config.replace(branching="full"), max_turns=4)
-    assert full.completions == 4 * 2 * 4 * (1 + 4 + 16 + 64)
+    assert full.completions == full.most_completions == 4 * 2 * 4 * (1 + 4 + 16 + 64)
+    assert "up to" not in full.describe()
 
 
 def test_generation_time_is_prefill_plus_tokens_times_the_per_token_cost_between_measured_row_counts() -> None:
