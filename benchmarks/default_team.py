@@ -14,7 +14,10 @@ the team's budget and endings (``single``, where the code has that baseline), an
   agent's entry point calls ``aux`` — the helper can only count for the team (be load-bearing) when both hold — and
   the share where the helper is load-bearing (its counterfactual contribution is above 0);
 - both: the distribution of turns taken, the share of episodes that end before the budget (``early_end_share``) and
-  why episodes end.
+  why episodes end; and of the replies from turn 2 on (where an agent can end), the share that carry a done tag
+  (``done_tag_share``), that echo the offer to end instead of taking it (``offer_echo_share``: the offer's first line
+  copied into the reply), and that nearly copy the agent's previous reply (``near_copy_share``: 90 % of its words
+  shared), which shows why a team does or does not end.
 
 Sampling as in the study (temperature 0.7, top-p 0.95, seeded); new tokens: each env's budget for its roles unless
 ``--max-new-tokens`` says otherwise; turn budget ``--max-turns`` (4, the study's). The code reads only APIs an older
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +60,40 @@ def _baseline(names: Sequence[str]) -> str:
             continue
         return name
     raise ValueError(f"none of the baselines {list(names)} exists in this checkout")
+
+
+NEAR_COPY = 0.9
+"""Word overlap (multiset, over the longer reply) from which a reply counts as a near-copy of the agent's last one."""
+
+
+def _words(text: str) -> collections.Counter[str]:
+    return collections.Counter(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def reply_endings(steps: Sequence[Any]) -> dict[str, int]:
+    """Counts over one episode's agent steps from turn 2 on: ``replies``, and those with a done tag (``done_tag``),
+    echoing the offer's first line (``offer_echo``) or sharing :data:`NEAR_COPY` of their words with the agent's
+    previous reply (``near_copy``). Where this checkout has no done tag or offer, those counts stay 0."""
+    try:
+        from llm_marl_envs.core.observation import DONE_OFFER
+        from llm_marl_envs.core.protocol import DONE_TAG
+    except ImportError:  # an older checkout (see the module docstring)
+        DONE_OFFER, DONE_TAG = None, None
+    offer = DONE_OFFER.splitlines()[0].rstrip(":").lower() if DONE_OFFER else None
+    counts = {"replies": 0, "done_tag": 0, "offer_echo": 0, "near_copy": 0}
+    previous: dict[str, collections.Counter[str]] = {}
+    for step in steps:
+        words = _words(step.action)
+        if step.turn >= 2:
+            counts["replies"] += 1
+            counts["done_tag"] += bool(DONE_TAG is not None and DONE_TAG.search(step.action))
+            counts["offer_echo"] += bool(offer is not None and offer in step.action.lower())
+            last = previous.get(step.agent)
+            if last and words:
+                shared = sum((words & last).values()) / max(sum(words.values()), sum(last.values()))
+                counts["near_copy"] += shared >= NEAR_COPY
+        previous[step.agent] = words
+    return counts
 
 
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
@@ -85,7 +123,8 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
         row = {"task": result.task_id, "quality": result.quality, "turns": result.turns,
                "end_reason": result.end_reason, "early_end": result.turns < budget,
                "playable": result.quality > 0 if env == "writing" else bool(terms.get("syntax", 0.0) > 0),
-               "pass_rate": terms.get("pass_rate")}
+               "pass_rate": terms.get("pass_rate"),
+               **reply_endings(result.trajectory.steps if result.trajectory else ())}
         if env == "coding" and HELPER_NAME in drafts:
             entry_point = tasks.get(result.task_id)["entry_point"]
             contributions = result.reward_components.get("contributions") or {}
@@ -100,6 +139,9 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
                "turns_distribution": {str(t): turns.get(t, 0) for t in range(1, budget + 1)},
                "mean_turns": _mean(rows, "turns"), "early_end_share": _share(rows, "early_end"),
                "end_reasons": dict(collections.Counter(str(row["end_reason"]) for row in rows)),
+               "later_replies": sum(row["replies"] for row in rows),
+               **{f"{name}_share": sum(row[name] for row in rows) / max(1, sum(row["replies"] for row in rows))
+                  for name in ("done_tag", "offer_echo", "near_copy")},
                "wall_s": time.perf_counter() - started, "episodes_detail": rows}
     if env == "coding":
         figures["mean_pass_rate"] = sum(r["pass_rate"] or 0.0 for r in rows) / len(rows)
@@ -121,7 +163,9 @@ def _line(row: dict[str, Any]) -> str:
     text = (f"[default_team] {row['env']} {row['label']} ({row['condition']}, {row['episodes']} episodes, "
             f"{row['max_new_tokens']} tokens, budget {row['max_turns']}): {row['playable_share']:.0%} {what}, mean "
             f"quality {row['mean_quality']:.3f}; turns {row['turns_distribution']} (mean {row['mean_turns']:.2f}), "
-            f"ended early {row['early_end_share']:.0%}, ends {row['end_reasons']}")
+            f"ended early {row['early_end_share']:.0%}, ends {row['end_reasons']}; of {row['later_replies']} replies "
+            f"from turn 2: done tag {row['done_tag_share']:.0%}, offer echoed {row['offer_echo_share']:.0%}, "
+            f"near-copies {row['near_copy_share']:.0%}")
     if row["env"] == "coding":
         text += f"; mean pass rate {row['mean_pass_rate']:.3f}"
         if row.get("helper_defined_share") is not None:

@@ -3,8 +3,10 @@ condition."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from llm_marl_baselines.policies.scripted import ScriptedPolicy
-from llm_marl_benchmarks.default_team import _baseline, _line, measure
+from llm_marl_benchmarks.default_team import _baseline, _line, measure, reply_endings
 
 
 def test_coding_figures_count_endings_and_the_helper() -> None:
@@ -15,8 +17,26 @@ def test_coding_figures_count_endings_and_the_helper() -> None:
     assert row["early_end_share"] == 1.0 and row["end_reasons"] == {"all_done": 3}
     assert row["helper_defined_share"] == 1.0 and row["main_calls_helper_share"] == 0.0
     assert row["helper_load_bearing_share"] == 0.0 and row["mean_pass_rate"] >= 0.0
+    # Each of the 2 agents replies once from turn 2 on, with its done tag; nobody echoes the offer.
+    assert row["later_replies"] == 6 and row["done_tag_share"] == 1.0 and row["offer_echo_share"] == 0.0
     row["label"] = "plain"
     assert "aux defines aux 100%, main calls aux 0%" in _line(row)
+    assert "of 6 replies from turn 2: done tag 100%, offer echoed 0%" in _line(row)
+
+
+def test_reply_endings_count_done_tags_offer_echoes_and_near_copies() -> None:
+    from llm_marl_envs.core.observation import DONE_OFFER
+
+    def step(agent: str, turn: int, action: str) -> SimpleNamespace:
+        return SimpleNamespace(agent=agent, turn=turn, action=action)
+
+    draft = "The storm closed the highway and forced hundreds of families out of their homes near the town."
+    steps = [step("a", 1, draft), step("b", 1, "Winds pushed the fire east."),
+             step("a", 2, draft + " Today."),                      # a near-copy of a's turn-1 reply
+             step("b", 2, DONE_OFFER.splitlines()[0] + " the fire"),  # the offer echoed, no tag
+             step("a", 3, "Final. <done/>"), step("b", 3, "Rains came at night <done>")]
+    assert reply_endings(steps) == {"replies": 4, "done_tag": 2, "offer_echo": 1, "near_copy": 1}
+    assert reply_endings([step("a", 1, draft)]) == {"replies": 0, "done_tag": 0, "offer_echo": 0, "near_copy": 0}
 
 
 def test_writing_figures_and_the_single_agent_condition() -> None:
