@@ -212,16 +212,20 @@ def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = N
           file=stream, flush=True)
     if not estimate:
         return
+    print(estimate_line(estimate_step(trainer, plan), plan, config.steps - trainer.step), file=stream, flush=True)
+
+
+def estimate_line(guess: Any, plan: Any, left: int) -> str:
+    """The plan's estimate line: a step's measured estimate (a :class:`~llm_marl_trainers.plan.StepEstimate`), its
+    time at the plan's most completions where trees may re-branch, and the ``left`` steps' total."""
     from llm_marl_benchmarks.progress import duration
 
-    guess = estimate_step(trainer, plan)
-    left = config.steps - trainer.step
     # Re-branching trees sample more than the plan's nominal count; their generation scales with the completions.
     most = guess.total_s + guess.generation_s * (plan.most_completions / plan.completions - 1)
     upto = f", up to {duration(most)} with re-branches" if plan.most_completions > plan.completions else ""
-    print(f"[train] estimated {duration(guess.total_s)} a step{upto} (generation {duration(guess.generation_s)}, "
-          f"update {duration(guess.update_s)}; measured in {duration(guess.calibration_s)}): {left} step(s) take "
-          f"about {duration(guess.total_s * left)}", file=stream, flush=True)
+    return (f"[train] estimated {duration(guess.total_s)} a step{upto} (generation {duration(guess.generation_s)}, "
+            f"update {duration(guess.update_s)}; measured in {duration(guess.calibration_s)}): {left} step(s) take "
+            f"about {duration(guess.total_s * left)}")
 
 
 class StepProgress:

@@ -55,6 +55,21 @@ def test_one_turn_branching_plans_one_rollout_to_the_branch_and_one_per_branch_a
     assert "up to" not in full.describe()
 
 
+def test_the_estimate_line_adds_the_time_at_the_most_completions_where_trees_re_branch() -> None:
+    from llm_marl_benchmarks.progress import duration
+    from llm_marl_benchmarks.train import estimate_line
+    from llm_marl_trainers.plan import StepEstimate
+
+    config = TrainerConfig(env="writing", num_agents=2, num_generations=4, envs_per_step=4, branching="one_turn")
+    guess = StepEstimate(generation_s=60.0, update_s=20.0, calibration_s=5.0)
+    line = estimate_line(guess, step_plan(config, max_turns=4), left=10)  # 92 completions, up to 134
+    most = 80.0 + 60.0 * (134 / 92 - 1)  # generation scales with the completions; the update trains on the same
+    assert line.startswith(f"[train] estimated {duration(80.0)} a step, up to {duration(most)} with re-branches")
+    assert line.endswith(f"10 step(s) take about {duration(800.0)}")
+    full = estimate_line(guess, step_plan(config.replace(branching="full"), max_turns=2), left=1)
+    assert "re-branch" not in full and full.startswith(f"[train] estimated {duration(80.0)} a step (generation")
+
+
 def test_generation_time_is_prefill_plus_tokens_times_the_per_token_cost_between_measured_row_counts() -> None:
     measured = {8: (1.0, 0.1), 32: (3.0, 0.4)}  # (prefill s, s per token) at 8 and 32 rows
     assert generation_estimate((8, 32), measured, tokens=10) == pytest.approx((1.0 + 1.0) + (3.0 + 4.0))
