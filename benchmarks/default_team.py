@@ -20,12 +20,14 @@ the team's budget and endings (``single``, where the code has that baseline), an
   shared), which shows why a team does or does not end.
 
 Sampling as in the study (temperature 0.7, top-p 0.95, seeded); new tokens: each env's budget for its roles unless
-``--max-new-tokens`` says otherwise; turn budget ``--max-turns`` (4, the study's). The code reads only APIs an older
+``--max-new-tokens`` says otherwise; turn budget ``--max-turns`` (4, the study's). ``--done-offer TEXT`` plays the
+envs with another offer to end (their ``done_offer`` setting): choose a wording on ``--split train``, and measure the
+chosen one once on the held-out tasks. The code reads only APIs an older
 checkout has too, so the same file measures it (``PYTHONPATH=CHECKOUT python -m llm_marl_benchmarks.default_team`` from
 a copy in that checkout): that is how the README's before/after figures were made.
 
     python -m llm_marl_benchmarks.default_team [--episodes 24] [--split eval] [--max-turns 4] [--conditions ...]
-                                      [--max-new-tokens N] [--json PATH]
+                                      [--max-new-tokens N] [--done-offer TEXT] [--json PATH]
 """
 
 from __future__ import annotations
@@ -70,16 +72,18 @@ def _words(text: str) -> collections.Counter[str]:
     return collections.Counter(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def reply_endings(steps: Sequence[Any]) -> dict[str, int]:
+def reply_endings(steps: Sequence[Any], done_offer: str | None = None) -> dict[str, int]:
     """Counts over one episode's agent steps from turn 2 on: ``replies``, and those with a done tag (``done_tag``),
-    echoing the offer's first line (``offer_echo``) or sharing :data:`NEAR_COPY` of their words with the agent's
-    previous reply (``near_copy``). Where this checkout has no done tag or offer, those counts stay 0."""
+    echoing the first line of the offer to end (``offer_echo``; ``done_offer``, default the env's) or sharing
+    :data:`NEAR_COPY` of their words with the agent's previous reply (``near_copy``). Where this checkout has no done
+    tag or offer, those counts stay 0."""
     try:
         from llm_marl_envs.core.observation import DONE_OFFER
         from llm_marl_envs.core.protocol import DONE_TAG
     except ImportError:  # an older checkout (see the module docstring)
         DONE_OFFER, DONE_TAG = None, None
-    offer = DONE_OFFER.splitlines()[0].rstrip(":").lower() if DONE_OFFER else None
+    done_offer = DONE_OFFER if done_offer is None else done_offer
+    offer = done_offer.splitlines()[0].rstrip(":").lower() if done_offer else None
     counts = {"replies": 0, "done_tag": 0, "offer_echo": 0, "near_copy": 0}
     previous: dict[str, collections.Counter[str]] = {}
     for step in steps:
@@ -97,8 +101,9 @@ def reply_endings(steps: Sequence[Any]) -> dict[str, int]:
 
 
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
-            policy: Any, max_turns: int) -> dict[str, Any]:
-    """Play ``episodes`` untrained episodes and return the shares and means (see the module docstring)."""
+            policy: Any, max_turns: int, done_offer: str | None = None) -> dict[str, Any]:
+    """Play ``episodes`` untrained episodes and return the shares and means (see the module docstring);
+    ``done_offer``: the env's ``done_offer`` setting (``None``: its default)."""
     from llm_marl_baselines.collaboration import get_baseline, run_episodes
     from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.envs.coding.program import calls_function, defined_functions
@@ -112,9 +117,10 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
         tokens = probe.suggested_max_new_tokens()
     budget = spec.env_kwargs(num_agents, max_turns)["max_turns"]
     settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=tokens, seed=0)
+    env_kwargs = {"similarity": "tfidf", **({} if done_offer is None else {"done_offer": done_offer})}
     started = time.perf_counter()
     results = run_episodes(baseline, env, policy, settings, seeds=range(episodes), num_agents=num_agents,
-                           split=split, max_turns=max_turns, env_kwargs={"similarity": "tfidf"}, records=False)
+                           split=split, max_turns=max_turns, env_kwargs=env_kwargs, records=False)
     tasks = make_env(env, num_agents=1, similarity="tfidf").task_source
     rows = []
     for result in results:
@@ -124,7 +130,7 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
                "end_reason": result.end_reason, "early_end": result.turns < budget,
                "playable": result.quality > 0 if env == "writing" else bool(terms.get("syntax", 0.0) > 0),
                "pass_rate": terms.get("pass_rate"),
-               **reply_endings(result.trajectory.steps if result.trajectory else ())}
+               **reply_endings(result.trajectory.steps if result.trajectory else (), done_offer)}
         if env == "coding" and HELPER_NAME in drafts:
             entry_point = tasks.get(result.task_id)["entry_point"]
             contributions = result.reward_components.get("contributions") or {}
@@ -134,7 +140,7 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
         rows.append(row)
     turns = collections.Counter(row["turns"] for row in rows)
     figures = {"env": env, "condition": baseline, "num_agents": 1 if single else num_agents, "episodes": len(rows),
-               "max_new_tokens": tokens, "max_turns": budget,
+               "max_new_tokens": tokens, "max_turns": budget, "done_offer": done_offer,
                "playable_share": _share(rows, "playable"), "mean_quality": _mean(rows, "quality"),
                "turns_distribution": {str(t): turns.get(t, 0) for t in range(1, budget + 1)},
                "mean_turns": _mean(rows, "turns"), "early_end_share": _share(rows, "early_end"),
@@ -185,11 +191,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conditions", nargs="+", default=[label for label, _, _ in CONDITIONS])
     parser.add_argument("--max-turns", type=int, default=4, help="turn budget of the multi-turn conditions")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each env's budget for its roles")
+    parser.add_argument("--done-offer", default=None, metavar="TEXT",
+                        help="the env's offer to end (done_offer; '\\n' starts a new line); default: the env's own")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
     chosen = [c for c in CONDITIONS if c[0] in args.conditions]
     if args.episodes < 1 or args.max_turns < 1 or not chosen:
         parser.error("expected --episodes >= 1, --max-turns >= 1 and at least one known condition")
+    done_offer = None if args.done_offer is None else args.done_offer.replace("\\n", "\n")
+    if done_offer is not None:
+        from llm_marl_envs.core.config import ObservationConfig
+
+        try:
+            ObservationConfig(done_offer=done_offer)
+        except ValueError as error:
+            parser.error(str(error))
     from llm_marl_baselines.policies.local import LocalModelPolicy
 
     print(f"[default_team] {args.episodes} untrained episodes per env x condition on the {args.split} split, budget "
@@ -199,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env in args.envs:
         for label, baselines, size in chosen:
             row = measure(env, _baseline(baselines), size, args.episodes, args.split, args.max_new_tokens, policy,
-                          args.max_turns)
+                          args.max_turns, done_offer)
             row["label"] = label
             figures.append(row)
             print(_line(row), flush=True)

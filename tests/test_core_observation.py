@@ -54,6 +54,32 @@ def test_a_reply_of_only_done_keeps_the_draft_and_finishes_the_agent() -> None:
     assert infos["detailed"]["reward_components"]["turns"] == 3  # one turn before the budget of 4
 
 
+def test_another_offer_to_end_replaces_the_default_in_every_env_and_the_tag_still_ends() -> None:
+    offer = "Finished? Then end your reply with:\n<done/>"
+    for env in (writing_env(num_agents=2, done_offer=offer), coding_env(num_agents=2, done_offer=offer)):
+        obs, _ = env.reset(seed=0)
+        assert all(o.endswith(f"\n{offer}") and DONE_OFFER not in o for o in obs.values())
+    silent = writing_env(num_agents=2, done_offer="")
+    obs, _ = silent.reset(seed=0, options={"task_id": NEWS_TASK})
+    instruction = silent.roles["concise"].instruction_for(silent.task)
+    assert obs["concise"].endswith(instruction) and "<done/>" not in obs["concise"]
+    _, _, term, _, infos = silent.step({a: ARTICLE_ACTIONS[a] + "\n<done/>" for a in silent.agents})
+    assert all(term.values()) and infos["concise"]["end_reason"] == "all_done"  # not offered, still understood
+
+
+@pytest.mark.parametrize(
+    ("offer", "error", "match"),
+    [
+        (None, TypeError, "done_offer: expected str, got NoneType"),
+        ("When final, say so.", ValueError, "shows the tag <done/>"),
+        ("<done/>" + "x" * 300, ValueError, "at most 200 characters"),
+    ],
+)
+def test_a_bad_offer_to_end_is_refused_with_a_clear_error(offer: object, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        writing_env(done_offer=offer)
+
+
 def test_resubmitting_the_draft_unchanged_finishes_the_agent() -> None:
     env = writing_env(num_agents=2, max_turns=4)
     env.reset(seed=0, options={"task_id": NEWS_TASK})

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from llm_marl_baselines.policies.scripted import ScriptedPolicy
-from llm_marl_benchmarks.default_team import _baseline, _line, measure, reply_endings
+from llm_marl_benchmarks.default_team import _baseline, _line, main, measure, reply_endings
 
 
 def test_coding_figures_count_endings_and_the_helper() -> None:
@@ -37,6 +39,23 @@ def test_reply_endings_count_done_tags_offer_echoes_and_near_copies() -> None:
              step("a", 3, "Final. <done/>"), step("b", 3, "Rains came at night <done>")]
     assert reply_endings(steps) == {"replies": 4, "done_tag": 2, "offer_echo": 1, "near_copy": 1}
     assert reply_endings([step("a", 1, draft)]) == {"replies": 0, "done_tag": 0, "offer_echo": 0, "near_copy": 0}
+    # Under another offer, its first line is what an echo copies.
+    other = "Finished? Then end your reply with:\n<done/>"
+    echoed = [step("b", 1, "x"), step("b", 2, "Finished? Then end your reply with the fire")]
+    assert reply_endings(echoed, other)["offer_echo"] == 1 and reply_endings(echoed)["offer_echo"] == 0
+
+
+def test_another_offer_to_end_reaches_the_envs_and_a_bad_one_is_refused(capsys) -> None:
+    offer = "Finished? Then end your reply with:\n<done/>"
+    policy = ScriptedPolicy()
+    row = measure("writing", "plain", 2, episodes=1, split="train", tokens=16, policy=policy, max_turns=4,
+                  done_offer=offer)
+    assert row["done_offer"] == offer and row["episodes"] == 1
+    shown = [request.observation for batch in policy.calls for request in batch]
+    assert shown and all(text.endswith(offer) for text in shown)  # every agent, every turn, read the new offer
+    with pytest.raises(SystemExit):
+        main(["--done-offer", "When final, say so.", "--episodes", "1"])
+    assert "shows the tag <done/>" in capsys.readouterr().err
 
 
 def test_writing_figures_and_the_single_agent_condition() -> None:

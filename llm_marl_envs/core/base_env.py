@@ -149,6 +149,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.max_action_chars = limits.max_action_chars
         self.max_observation_chars = observation.max_observation_chars
         self.reply_prefixes = observation.reply_prefixes
+        self.done_offer = observation.done_offer
         self.render_mode = config.render_mode
         # One space object per agent, returned on every call (PettingZoo expects stable spaces).
         self._observation_spaces = {a: UnicodeText(self.max_observation_chars) for a in self.possible_agents}
@@ -462,6 +463,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             feedback=self.feedback[agent],
             inbox=self.channel.inbox(agent),
             teammate_drafts=teammate_drafts,
+            done_offer=self.done_offer,
         )
         text = render_observation(parts, self.max_observation_chars)
         return sanitize_text(text, self.max_observation_chars).text

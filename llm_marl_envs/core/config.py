@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from llm_marl_envs.core.magrpo_episode import MagrpoEpisodeConfig
-from llm_marl_envs.core.observation import OBSERVABILITY
+from llm_marl_envs.core.observation import DONE_OFFER, MAX_DONE_OFFER_CHARS, OBSERVABILITY
 from llm_marl_envs.core.rewards import REWARD_MODES, RewardWeights
 from llm_marl_envs.core.similarity import BACKENDS as SIMILARITY_BACKENDS
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
@@ -100,12 +100,24 @@ class ObservationConfig:
     """Start the replies of roles whose answer has a fixed opening (the coding env's code fence and ``def``) for the
     model: ``chat_messages`` ends with that assistant prefix (see ``CollaborativeTextEnv.reply_prefix``). ``False``:
     plain ``[system, user]`` chats for every role."""
+    done_offer: str = DONE_OFFER
+    """The last lines of every observation: the offer to end with ``<done/>``, worded for the default model
+    (:data:`~llm_marl_envs.core.observation.DONE_OFFER`). Another model may want other words: any text that shows
+    the tag, at most :data:`MAX_DONE_OFFER_CHARS` characters; ``""`` offers nothing (the tag still works)."""
 
     def __post_init__(self) -> None:
         check_choice("observability", self.observability, OBSERVABILITY)
         check_int("max_observation_chars", self.max_observation_chars, 256)
         if not isinstance(self.reply_prefixes, bool):
             raise TypeError(f"reply_prefixes: expected bool, got {type(self.reply_prefixes).__name__}")
+        if not isinstance(self.done_offer, str):
+            raise TypeError(f"done_offer: expected str, got {type(self.done_offer).__name__}")
+        if self.done_offer and ("<done/>" not in self.done_offer or len(self.done_offer) > MAX_DONE_OFFER_CHARS):
+            raise ValueError(
+                f"done_offer: expected '' or text of at most {MAX_DONE_OFFER_CHARS} characters that shows the tag "
+                f"<done/>, got {self.done_offer[:80]!r}{'...' if len(self.done_offer) > 80 else ''} "
+                f"({len(self.done_offer)} characters)"
+            )
 
 
 @dataclass(frozen=True)

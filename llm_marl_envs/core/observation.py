@@ -34,7 +34,11 @@ unchanged finishes it too (:mod:`llm_marl_envs.core.termination`); the turn cost
 SmolLM2-135M: probed on train-split writing tasks (8 episodes, 16 turn-2 replies), "If your part needs no change,
 answer only <done/>." and three other phrasings drew no ``<done/>`` at all; this one, with the tag alone on the last
 line, drew 3 of 16. Offered from the first turn too (a part may be final at once): offered from the second turn
-only, 1 of 8 untrained episodes per env ended before a budget of 4 turns."""
+only, 1 of 8 untrained episodes per env ended before a budget of 4 turns. Another wording: ``done_offer`` in the
+env's observation settings (``make_env(..., done_offer=TEXT)``)."""
+
+MAX_DONE_OFFER_CHARS = 200
+"""Longest offer to end an env accepts: it is read every turn, so it stays a line or two."""
 
 MAX_INBOX_MESSAGES = 8
 """Only the latest messages are shown, so long dialogues keep observations bounded."""
@@ -71,6 +75,8 @@ class ObservationParts:
     feedback: str
     inbox: Sequence[Message]
     teammate_drafts: Mapping[str, str] | None
+    done_offer: str = DONE_OFFER
+    """The offer to end, the observation's last lines (``""``: none)."""
 
 
 def cue(parts: ObservationParts) -> str:
@@ -84,7 +90,7 @@ def cue(parts: ObservationParts) -> str:
     header = f"{team} Turn {parts.turn + 1} of {parts.max_turns}.{protocol}"
     if parts.own_draft:
         header += f" {REPLACES_DRAFT}"
-    return "\n".join([header, parts.instruction, DONE_OFFER])
+    return "\n".join([header, parts.instruction, parts.done_offer] if parts.done_offer else [header, parts.instruction])
 
 
 def render_observation(parts: ObservationParts, max_chars: int) -> str:

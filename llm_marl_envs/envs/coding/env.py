@@ -32,7 +32,7 @@ fields as flat keywords, validated with errors that name the field:
   shared by every env of the process (identical programs, frequent among the G samples of a group, run once);
 * reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
   `magrpo_episode`; `observability`, `max_observation_chars`, `reply_prefixes` — start code replies for the model,
-  below —; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`), and `render_mode`.
+  below —, `done_offer`; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`), and `render_mode`.
 
 ## Observation Space
 A string, short and plain (`core/observation.py`): the problem once (the entry point's docstring as prose, then its

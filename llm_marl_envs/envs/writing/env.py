@@ -35,7 +35,8 @@ and/or its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limi
   or a dict), `similarity` (`"auto"` | `"minilm"` | `"tfidf"`), `magrpo_episode` (MAGRPO mode's episode knobs;
   default: the official app's).
 * observation: `observability` (`"local"` | `"team"`), `max_observation_chars`, `reply_prefixes` (no effect here:
-  prose replies are never started); limits: `max_turns` (default 4; 1 in MAGRPO mode, as the official writing app),
+  prose replies are never started), `done_offer` (the offer to end, the last lines; worded for the default model,
+  another model may want other words; `""`: none); limits: `max_turns` (default 4; 1 in MAGRPO mode, as the official writing app),
   `max_action_chars`; and `render_mode`.
 
 ## Observation Space
