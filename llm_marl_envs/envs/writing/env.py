@@ -36,8 +36,8 @@ and/or its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limi
   default: the official app's).
 * observation: `observability` (`"local"` | `"team"`), `max_observation_chars`, `reply_prefixes` (no effect here:
   prose replies are never started), `done_offer` (the offer to end, the last lines; worded for the default model,
-  another model may want other words; `""`: none); limits: `max_turns` (default 4; 1 in MAGRPO mode, as the official writing app),
-  `max_action_chars`; and `render_mode`.
+  another model may want other words; `""`: none); limits: `max_turns` (default 4; 1 in MAGRPO mode, as the
+  official writing app), `max_action_chars`; and `render_mode`.
 
 ## Observation Space
 A string, short and plain (`core/observation.py`): the passage once, the agent's own current draft once, feedback on
