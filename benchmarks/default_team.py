@@ -22,12 +22,13 @@ the team's budget and endings (``single``, where the code has that baseline), an
 Sampling as in the study (temperature 0.7, top-p 0.95, seeded); new tokens: each env's budget for its roles unless
 ``--max-new-tokens`` says otherwise; turn budget ``--max-turns`` (4, the study's). ``--done-offer TEXT`` plays the
 envs with another offer to end (their ``done_offer`` setting): choose a wording on ``--split train``, and measure the
-chosen one once on the held-out tasks. The code reads only APIs an older
+chosen one on fresh seeds (``--first-seed``) and then once on the held-out tasks. The code reads only APIs an older
 checkout has too, so the same file measures it (``PYTHONPATH=CHECKOUT python -m llm_marl_benchmarks.default_team`` from
 a copy in that checkout): that is how the README's before/after figures were made.
 
     python -m llm_marl_benchmarks.default_team [--episodes 24] [--split eval] [--max-turns 4] [--conditions ...]
-                                      [--max-new-tokens N] [--done-offer TEXT] [--json PATH]
+                                      [--max-new-tokens N] [--done-offer TEXT] [--first-seed N]
+                                      [--json PATH]
 """
 
 from __future__ import annotations
@@ -101,9 +102,9 @@ def reply_endings(steps: Sequence[Any], done_offer: str | None = None) -> dict[s
 
 
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
-            policy: Any, max_turns: int, done_offer: str | None = None) -> dict[str, Any]:
-    """Play ``episodes`` untrained episodes and return the shares and means (see the module docstring);
-    ``done_offer``: the env's ``done_offer`` setting (``None``: its default)."""
+            policy: Any, max_turns: int, done_offer: str | None = None, first_seed: int = 0) -> dict[str, Any]:
+    """Play ``episodes`` untrained episodes (seeds ``first_seed`` on) and return the shares and means (see the module
+    docstring); ``done_offer``: the env's ``done_offer`` setting (``None``: its default)."""
     from llm_marl_baselines.collaboration import get_baseline, run_episodes
     from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.envs.coding.program import calls_function, defined_functions
@@ -119,8 +120,9 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
     settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=tokens, seed=0)
     env_kwargs = {"similarity": "tfidf", **({} if done_offer is None else {"done_offer": done_offer})}
     started = time.perf_counter()
-    results = run_episodes(baseline, env, policy, settings, seeds=range(episodes), num_agents=num_agents,
-                           split=split, max_turns=max_turns, env_kwargs=env_kwargs, records=False)
+    seeds = range(first_seed, first_seed + episodes)
+    results = run_episodes(baseline, env, policy, settings, seeds=seeds, num_agents=num_agents, split=split,
+                           max_turns=max_turns, env_kwargs=env_kwargs, records=False)
     tasks = make_env(env, num_agents=1, similarity="tfidf").task_source
     rows = []
     for result in results:
@@ -140,7 +142,7 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
         rows.append(row)
     turns = collections.Counter(row["turns"] for row in rows)
     figures = {"env": env, "condition": baseline, "num_agents": 1 if single else num_agents, "episodes": len(rows),
-               "max_new_tokens": tokens, "max_turns": budget, "done_offer": done_offer,
+               "max_new_tokens": tokens, "max_turns": budget, "done_offer": done_offer, "first_seed": first_seed,
                "playable_share": _share(rows, "playable"), "mean_quality": _mean(rows, "quality"),
                "turns_distribution": {str(t): turns.get(t, 0) for t in range(1, budget + 1)},
                "mean_turns": _mean(rows, "turns"), "early_end_share": _share(rows, "early_end"),
@@ -185,7 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print; ``--json`` writes every figure."""
     parser = argparse.ArgumentParser(prog="python -m llm_marl_benchmarks.default_team",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, default=24, help="episodes per env and condition (seeds 0..N-1)")
+    parser.add_argument("--episodes", type=int, default=24, help="episodes per env and condition")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="episode seeds FIRST..FIRST+N-1 (a fresh set of tasks to confirm a choice on)")
     parser.add_argument("--split", choices=("train", "eval"), default="eval")
     parser.add_argument("--envs", nargs="+", default=list(ENV_NAMES))
     parser.add_argument("--conditions", nargs="+", default=[label for label, _, _ in CONDITIONS])
@@ -196,8 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
     chosen = [c for c in CONDITIONS if c[0] in args.conditions]
-    if args.episodes < 1 or args.max_turns < 1 or not chosen:
-        parser.error("expected --episodes >= 1, --max-turns >= 1 and at least one known condition")
+    if args.episodes < 1 or args.max_turns < 1 or args.first_seed < 0 or not chosen:
+        parser.error("expected --episodes >= 1, --max-turns >= 1, --first-seed >= 0 and at least one known condition")
     done_offer = None if args.done_offer is None else args.done_offer.replace("\\n", "\n")
     if done_offer is not None:
         from llm_marl_envs.core.config import ObservationConfig
@@ -215,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env in args.envs:
         for label, baselines, size in chosen:
             row = measure(env, _baseline(baselines), size, args.episodes, args.split, args.max_new_tokens, policy,
-                          args.max_turns, done_offer)
+                          args.max_turns, done_offer, args.first_seed)
             row["label"] = label
             figures.append(row)
             print(_line(row), flush=True)

@@ -49,8 +49,11 @@ def test_another_offer_to_end_reaches_the_envs_and_a_bad_one_is_refused(capsys) 
     offer = "Finished? Then end your reply with:\n<done/>"
     policy = ScriptedPolicy()
     row = measure("writing", "plain", 2, episodes=1, split="train", tokens=16, policy=policy, max_turns=4,
-                  done_offer=offer)
-    assert row["done_offer"] == offer and row["episodes"] == 1
+                  done_offer=offer, first_seed=5)
+    assert row["done_offer"] == offer and row["episodes"] == 1 and row["first_seed"] == 5
+    default = measure("writing", "plain", 2, episodes=6, split="train", tokens=16, policy=ScriptedPolicy(),
+                      max_turns=4)
+    assert row["episodes_detail"][0]["task"] == default["episodes_detail"][5]["task"]  # seed 5 either way
     shown = [request.observation for batch in policy.calls for request in batch]
     assert shown and all(text.endswith(offer) for text in shown)  # every agent, every turn, read the new offer
     with pytest.raises(SystemExit):
