@@ -1,5 +1,6 @@
 """Train-split probe of offer-to-end wordings (never the eval split): the untrained writing team's early endings."""
-import json, sys
+import sys
+
 import llm_marl_envs.core.observation as observation
 from llm_marl_benchmarks import default_team
 
