@@ -92,10 +92,8 @@ def step_plan(config: TrainerConfig, max_turns: int, num_agents: int | None = No
         expanded = tuple(trees * branching ** (depth - 1) for depth in range(1, max_turns + 1))
         nodes = trees * sum(branching**depth for depth in range(max_turns + 1))
         rows = tuple(n * agents * G for n in expanded)
-        trained = sum(rows)
+        trained = most = sum(rows)  # a full tree never re-branches: its nominal count is its most
     completions = sum(rows)
-    if config.branching != "one_turn":
-        most = completions  # a full tree never re-branches: its nominal count is its most
     return StepPlan(trees=trees, turns=max_turns, agents=agents, branching=branching, expanded_per_depth=expanded,
                     nodes=nodes, completions=completions, most_completions=most, trained=trained,
                     tokens=most * config.max_completion_length,
