@@ -29,7 +29,10 @@ def test_dozens_of_coding_episodes_leave_nothing_behind(backend: str) -> None:
     if backend == "docker":
         assert result["after"]["containers"] is not None and result["after"]["containers"] <= pool
     if backend == "bwrap":
-        assert 0 < result["after"]["children"] <= pool  # the warm sandboxes, nothing else
+        # The warm sandboxes, nothing else. Their number can be anything up to the pool's size: a sandbox whose run
+        # timed out is thrown away and the next is started only on demand, so a run that ends on hostile programs
+        # can leave none (it once did, when the test ran first in its process).
+        assert result["after"]["children"] == result["after"]["pooled_sandboxes"] <= pool
 
 
 def test_only_growth_counts_as_a_leak() -> None:
