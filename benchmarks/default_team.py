@@ -22,12 +22,15 @@ the team's budget and endings (``single``, where the code has that baseline), an
 Sampling as in the study (temperature 0.7, top-p 0.95, seeded); new tokens: each env's budget for its roles unless
 ``--max-new-tokens`` says otherwise; turn budget ``--max-turns`` (4, the study's). ``--done-offer TEXT`` plays the
 envs with another offer to end (their ``done_offer`` setting): choose a wording on ``--split train``, and measure the
-chosen one on fresh seeds (``--first-seed``) and then once on the held-out tasks. The code reads only APIs an older
-checkout has too, so the same file measures it (``PYTHONPATH=CHECKOUT python -m llm_marl_benchmarks.default_team`` from
-a copy in that checkout): that is how the README's before/after figures were made.
+chosen one on fresh seeds (``--first-seed``) and then once on the held-out tasks. ``--end-quorum all|half|any``
+plays them with that many finished agents ending an episode (their ``end_quorum`` setting). The code reads only
+APIs an older checkout has too, so the same file measures it
+(``PYTHONPATH=CHECKOUT python -m llm_marl_benchmarks.default_team`` from a copy in that checkout): that is how the
+README's before/after figures were made.
 
     python -m llm_marl_benchmarks.default_team [--episodes 24] [--split eval] [--max-turns 4] [--conditions ...]
                                       [--max-new-tokens N] [--done-offer TEXT] [--first-seed N]
+                                      [--end-quorum all|half|any]
                                       [--json PATH]
 """
 
@@ -102,9 +105,10 @@ def reply_endings(steps: Sequence[Any], done_offer: str | None = None) -> dict[s
 
 
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
-            policy: Any, max_turns: int, done_offer: str | None = None, first_seed: int = 0) -> dict[str, Any]:
+            policy: Any, max_turns: int, done_offer: str | None = None, first_seed: int = 0,
+            end_quorum: str | None = None) -> dict[str, Any]:
     """Play ``episodes`` untrained episodes (seeds ``first_seed`` on) and return the shares and means (see the module
-    docstring); ``done_offer``: the env's ``done_offer`` setting (``None``: its default)."""
+    docstring); ``done_offer`` and ``end_quorum``: the env's settings of those names (``None``: its defaults)."""
     from llm_marl_baselines.collaboration import get_baseline, run_episodes
     from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.envs.coding.program import calls_function, defined_functions
@@ -118,7 +122,8 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
         tokens = probe.suggested_max_new_tokens()
     budget = spec.env_kwargs(num_agents, max_turns)["max_turns"]
     settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=tokens, seed=0)
-    env_kwargs = {"similarity": "tfidf", **({} if done_offer is None else {"done_offer": done_offer})}
+    env_kwargs = {"similarity": "tfidf", **({} if done_offer is None else {"done_offer": done_offer}),
+                  **({} if end_quorum is None else {"end_quorum": end_quorum})}
     started = time.perf_counter()
     seeds = range(first_seed, first_seed + episodes)
     results = run_episodes(baseline, env, policy, settings, seeds=seeds, num_agents=num_agents, split=split,
@@ -143,6 +148,7 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
     turns = collections.Counter(row["turns"] for row in rows)
     figures = {"env": env, "condition": baseline, "num_agents": 1 if single else num_agents, "episodes": len(rows),
                "max_new_tokens": tokens, "max_turns": budget, "done_offer": done_offer, "first_seed": first_seed,
+               "end_quorum": end_quorum,
                "playable_share": _share(rows, "playable"), "mean_quality": _mean(rows, "quality"),
                "turns_distribution": {str(t): turns.get(t, 0) for t in range(1, budget + 1)},
                "mean_turns": _mean(rows, "turns"), "early_end_share": _share(rows, "early_end"),
@@ -197,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each env's budget for its roles")
     parser.add_argument("--done-offer", default=None, metavar="TEXT",
                         help="the env's offer to end (done_offer; '\\n' starts a new line); default: the env's own")
+    parser.add_argument("--end-quorum", choices=("all", "half", "any"), default=None,
+                        help="how many finished agents end an episode (the env's end_quorum); default: the env's own")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(argv)
     chosen = [c for c in CONDITIONS if c[0] in args.conditions]
@@ -219,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env in args.envs:
         for label, baselines, size in chosen:
             row = measure(env, _baseline(baselines), size, args.episodes, args.split, args.max_new_tokens, policy,
-                          args.max_turns, done_offer, args.first_seed)
+                          args.max_turns, done_offer, args.first_seed, args.end_quorum)
             row["label"] = label
             figures.append(row)
             print(_line(row), flush=True)

@@ -7,7 +7,10 @@ library; a degenerate strategy that ties or beats the honest one is an exploit t
 
     python -m llm_marl_benchmarks.reward_integrity [--env writing|coding|both] [--sizes 1 2 3 4]
                                                    [--backends minilm tfidf] [--tasks N] [--executor auto|docker|local]
-                                                   [--json PATH]
+                                                   [--end-quorum all|half|any] [--json PATH]
+
+``--end-quorum`` plays the envs with that many finished agents ending an episode (their ``end_quorum`` setting):
+an ending that comes sooner must not open an exploit either.
 """
 
 from __future__ import annotations
@@ -76,14 +79,14 @@ def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str
     return CODING_STRATEGIES, lambda: list(HONEST_TASK_IDS())
 
 
-def make_env(env_name: str, num_agents: int, similarity: str, executor: str) -> Any:
-    """The env under its default settings, but for team size, similarity backend and (coding) executor; the coding
-    strategies play the decomposable set (their honest references are its aux/main splits)."""
+def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end_quorum: str = "all") -> Any:
+    """The env under its default settings, but for team size, similarity backend, (coding) executor and
+    ``end_quorum``; the coding strategies play the decomposable set (their honest references are its aux/main
+    splits)."""
     if env_name == "coding":
-        return make_registered_env(
-            env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity, executor=executor
-        )
-    return make_registered_env(env_name, num_agents=num_agents, similarity=similarity)
+        return make_registered_env(env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity,
+                                   executor=executor, end_quorum=end_quorum)
+    return make_registered_env(env_name, num_agents=num_agents, similarity=similarity, end_quorum=end_quorum)
 
 
 def evaluate(
@@ -93,6 +96,7 @@ def evaluate(
     tasks: int,
     executor: str = "auto",
     strategies: Sequence[str] | None = None,
+    end_quorum: str = "all",
 ) -> list[Row]:
     """Play every strategy on the first ``tasks`` tasks with honest references, per size and backend."""
     library, task_ids = _library(env_name)
@@ -100,7 +104,7 @@ def evaluate(
     rows: list[Row] = []
     for similarity in backends:
         for size in sizes:
-            env = make_env(env_name, size, similarity, executor)
+            env = make_env(env_name, size, similarity, executor, end_quorum)
             setting = []
             honest_outcomes: dict[str, tuple] = {}
             for strategy in library:
@@ -171,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=8, help="tasks per strategy (the first with honest references)")
     parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
     parser.add_argument("--margin", type=float, default=MARGIN, help="required loss of every degenerate strategy")
+    parser.add_argument("--end-quorum", choices=("all", "half", "any"), default="all",
+                        help="how many finished agents end an episode (the envs' end_quorum)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--pivot", action="store_true", help="print strategy x team size tables (the env cards')")
     args = parser.parse_args(argv)
@@ -178,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     rows: list[Row] = []
     for env_name in ENV_NAMES if args.env == "both" else (args.env,):
-        rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor)
+        rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor, end_quorum=args.end_quorum)
     print(table(rows))
     if args.pivot:
         for env_name, similarity in dict.fromkeys((r.env, r.similarity) for r in rows):

@@ -61,6 +61,22 @@ def test_another_offer_to_end_reaches_the_envs_and_a_bad_one_is_refused(capsys) 
     assert "shows the tag <done/>" in capsys.readouterr().err
 
 
+def test_the_end_quorum_reaches_the_envs() -> None:
+    from llm_marl_baselines.policies.scripted import observed_turn
+
+    def responder(request) -> str:  # a new draft every turn; only `concise` ever finishes, from turn 2
+        turn, _ = observed_turn(request.observation)
+        done = "<done/>" if request.agent == "concise" and turn >= 2 else ""
+        return f"Draft {turn}: the fire moved past the town, and crews worked through the night. {done}"
+
+    kwargs = {"episodes": 2, "split": "train", "tokens": 16, "max_turns": 4}
+    half = measure("writing", "plain", 2, policy=ScriptedPolicy(responder=responder), end_quorum="half", **kwargs)
+    every = measure("writing", "plain", 2, policy=ScriptedPolicy(responder=responder), **kwargs)
+    assert half["end_quorum"] == "half" and every["end_quorum"] is None
+    assert half["end_reasons"] == {"quorum_done": 2} and half["turns_distribution"]["2"] == 2
+    assert every["end_reasons"] == {"max_turns": 2} and half["early_end_share"] == 1.0 > every["early_end_share"]
+
+
 def test_writing_figures_and_the_single_agent_condition() -> None:
     baseline = _baseline(("single_agent_multiturn", "single_agent"))
     row = measure("writing", baseline, 2, episodes=2, split="eval", tokens=16, policy=ScriptedPolicy(), max_turns=4)

@@ -137,6 +137,52 @@ def test_termination_all_done_converged_and_max_turns(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ENV_NAMES)
+@pytest.mark.parametrize(("end_quorum", "num_agents", "finished_to_end"),
+                         [("half", 2, 1), ("half", 3, 2), ("half", 4, 2), ("any", 4, 1), ("all", 3, 3)])
+def test_a_quorum_of_finished_agents_ends_the_episode_for_everyone(
+    name: str, end_quorum: str, num_agents: int, finished_to_end: int
+) -> None:
+    env = ENV_FACTORIES[name](num_agents=num_agents, max_turns=4, end_quorum=end_quorum)
+    env.reset(seed=0)
+    agents = list(env.agents)
+    env.step({x: scripted_action(env, x, 1) for x in agents})
+    # One agent finishes per turn (the others revise); the turn that brings the finished count to the quorum ends it.
+    for turn in range(2, 2 + finished_to_end):
+        finishing = agents[turn - 2]
+        actions = {x: scripted_action(env, x, turn) + ("<done/>" if x == finishing else "") for x in env.agents}
+        _, _, term, trunc, infos = env.step(actions)
+        if turn < 1 + finished_to_end:
+            assert term == {x: x == finishing for x in actions} and infos[finishing]["end_reason"] is None
+    assert not env.agents and all(term.values()) and not any(trunc.values())
+    reason = "all_done" if finished_to_end == num_agents else "quorum_done"
+    assert {info["end_reason"] for info in infos.values()} == {reason} and env.state()["turn"] == 1 + finished_to_end
+    assert env.config.limits.end_quorum == end_quorum
+
+
+def test_quorum_sizes() -> None:
+    from llm_marl_envs.core.termination import quorum_size
+
+    assert [quorum_size("half", n) for n in (1, 2, 3, 4)] == [1, 1, 2, 2]
+    assert [quorum_size("all", n) for n in (1, 2, 3, 4)] == [1, 2, 3, 4]
+    assert {quorum_size("any", n) for n in (1, 2, 3, 4)} == {1}
+
+
+@pytest.mark.parametrize("bad", ["most", "", None, 2])
+def test_an_unknown_end_quorum_is_refused_with_a_clear_error(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"end_quorum: expected one of \('all', 'half', 'any'\)"):
+        writing_v0.parallel_env(end_quorum=bad)
+
+
+def test_a_quorum_of_one_ends_on_the_first_turn_too() -> None:
+    """The quorum counts whoever is finished, on any turn: under "any" one agent's <done/> on turn 1 ends it."""
+    env = ENV_FACTORIES["writing"](num_agents=2, max_turns=4, end_quorum="any")
+    env.reset(seed=0)
+    _, _, term, _, infos = env.step({"concise": scripted_action(env, "concise", 1) + "<done/>",
+                                     "detailed": scripted_action(env, "detailed", 1)})
+    assert all(term.values()) and infos["detailed"]["end_reason"] == "quorum_done" and env.state()["turn"] == 1
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
 def test_reset_options_select_tasks_reproducibly(name: str) -> None:
     env = ENV_FACTORIES[name]()
     _, infos_a = env.reset(seed=11)

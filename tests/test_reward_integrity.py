@@ -57,3 +57,12 @@ def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
     assert tests["visible_passed"] == tests["visible_total"] >= 1 and tests["held_out_passed"] < tests["held_out_total"]
     honest, _ = play(env, by_name["honest"], task_id)
     assert env.state()["turn"] == 1 and cheat < honest - MARGIN
+
+
+@pytest.mark.parametrize("env_name", ["writing", "coding"])
+def test_an_ending_by_quorum_opens_no_exploit(env_name: str) -> None:
+    """With half the team's ``<done/>`` ending the episode (``end_quorum="half"``), every degenerate strategy still
+    loses: a finished agent can end its teammates' work sooner, and that must not pay."""
+    rows = evaluate(env_name, sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local", end_quorum="half")
+    assert len([r for r in rows if not r.honest]) >= 45
+    assert violations(rows, MARGIN) == []

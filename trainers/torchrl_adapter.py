@@ -52,12 +52,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_marl_envs.core.termination import END_REASONS
 from llm_marl_envs.registry import env_spec, make_env
 
 TORCHRL_EXTRA_HINT = "pip install 'llm-marl-envs[torchrl]'"
 """What to install when TorchRL (or tensordict) is missing."""
-END_REASONS_TERMINATED = frozenset({"all_done", "converged", "magrpo_threshold"})
-"""Episode ends that are terminations; the others (``max_turns``) are truncations."""
+END_REASONS_TERMINATED = frozenset(END_REASONS) - {"max_turns"} | {"magrpo_threshold"}
+"""Episode ends that are terminations (a solved task and a quorum's ending among them); ``max_turns`` is a
+truncation."""
 
 
 def import_torchrl() -> Any:

@@ -44,7 +44,7 @@ from llm_marl_envs.core.spaces import (
     sanitize_text,
 )
 from llm_marl_envs.core.tasks import SPLITS, Task, TaskSource
-from llm_marl_envs.core.termination import TurnOutcome, end_of_turn
+from llm_marl_envs.core.termination import TurnOutcome, end_of_turn, quorum_size
 
 RESET_OPTION_KEYS: frozenset[str] = frozenset({"task_id", "split"})
 """The keys ``reset(options=...)`` accepts; any other key is rejected with this list."""
@@ -147,6 +147,8 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.magrpo_episode = magrpo_episode
         self.default_split = split
         self.max_action_chars = limits.max_action_chars
+        self.end_quorum = limits.end_quorum
+        self.quorum = quorum_size(limits.end_quorum, len(self.possible_agents))
         self.max_observation_chars = observation.max_observation_chars
         self.reply_prefixes = observation.reply_prefixes
         self.done_offer = observation.done_offer
@@ -259,12 +261,12 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         changed = any(self.drafts[a] != before[a] for a in live)
         # MAGRPO mode keeps the official episode: only its own endings (and the env's agreement endings) apply there.
         solved = assessment.solved and self.reward_mode == "joint"
-        outcome = end_of_turn(self.turn, self.max_turns, live, self.done, changed, solved)
+        outcome = end_of_turn(self.turn, self.max_turns, live, self.done, changed, solved, self.quorum)
         magrpo = None
         if self.reward_mode == "magrpo":
             if assessment.magrpo_reward is None:
                 raise RuntimeError(f"{type(self).__name__} has no MAGRPO reward for this configuration")
-            env_ends = outcome.reason in ("all_done", "converged")
+            env_ends = outcome.reason in ("all_done", "quorum_done", "converged")
             magrpo = magrpo_step(float(assessment.magrpo_reward), self.turn, self.magrpo_episode, env_ends=env_ends)
             reward = magrpo.reward
             if magrpo.early_terminated:  # the official trainer stops this branch: everyone terminates

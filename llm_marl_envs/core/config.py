@@ -27,6 +27,7 @@ from llm_marl_envs.core.observation import DONE_OFFER, MAX_DONE_OFFER_CHARS, OBS
 from llm_marl_envs.core.rewards import REWARD_MODES, RewardWeights
 from llm_marl_envs.core.similarity import BACKENDS as SIMILARITY_BACKENDS
 from llm_marl_envs.core.spaces import DEFAULT_ACTION_CHARS, DEFAULT_OBSERVATION_CHARS
+from llm_marl_envs.core.termination import END_QUORUMS
 
 
 def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> None:
@@ -129,11 +130,15 @@ class LimitsConfig:
     app's in MAGRPO mode (coding 2, writing 1)."""
     max_action_chars: int = DEFAULT_ACTION_CHARS
     """Longest action; longer ones are cut and flagged (and cost an invalid-action penalty)."""
+    end_quorum: str = "all"
+    """How many finished agents end the episode for everyone: ``"all"``, ``"half"`` (rounded up) or ``"any"``
+    (``core/termination.py``)."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None:
             check_int("max_turns", self.max_turns, 1)
         check_int("max_action_chars", self.max_action_chars, 16)
+        check_choice("end_quorum", self.end_quorum, END_QUORUMS)
 
 
 @dataclass(frozen=True)

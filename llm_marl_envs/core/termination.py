@@ -7,6 +7,11 @@
 * The episode *terminates* for everyone when the task says the team's output is solved (the coding env: the team's
   program passes every visible test), when every agent has said ``<done/>``, or when a whole turn changed no live
   agent's draft (the team has converged; from the second turn on).
+* ``end_quorum`` (an env setting, :data:`END_QUORUMS`) says how many finished agents end it before that: ``"all"``
+  (the default: every agent), ``"half"`` (half the team, rounded up: one agent of 2, two of 3 or 4) or ``"any"``
+  (one agent, as in AutoGen's and CAMEL's chats, where one agent's termination message ends the conversation). A team
+  ended by its quorum ends with ``"quorum_done"``; the agents still working are terminated with it, and their last
+  drafts stand.
 * The episode is *truncated* for everyone still live at ``max_turns``.
 
 The number of turns taken is the task completion time, the latency term of the joint reward: every turn costs
@@ -19,8 +24,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-END_REASONS: tuple[str, ...] = ("solved", "all_done", "converged", "max_turns")
+END_REASONS: tuple[str, ...] = ("solved", "all_done", "quorum_done", "converged", "max_turns")
 """Why an episode ends; MAGRPO mode adds ``"magrpo_threshold"`` (its official early termination)."""
+
+END_QUORUMS: tuple[str, ...] = ("all", "half", "any")
+"""How many finished agents end an episode for everyone (see the module docstring)."""
+
+
+def quorum_size(end_quorum: str, num_agents: int) -> int:
+    """How many of ``num_agents`` agents must be finished for ``end_quorum`` to end the episode."""
+    if end_quorum not in END_QUORUMS:
+        raise ValueError(f"end_quorum: expected one of {END_QUORUMS}, got {end_quorum!r}")
+    return {"all": num_agents, "half": (num_agents + 1) // 2, "any": 1}[end_quorum]
 
 
 @dataclass(frozen=True)
@@ -40,15 +55,19 @@ def end_of_turn(
     done: Mapping[str, bool],
     drafts_changed: bool,
     solved: bool = False,
+    quorum: int | None = None,
 ) -> TurnOutcome:
-    """Decide the end of turn ``turn`` (1-based) for the ``live`` agents that just acted; ``solved``: the task's own
-    success check passed on this turn's output."""
+    """Decide the end of turn ``turn`` (1-based) for the ``live`` agents that just acted; ``done``: every agent of
+    the team, those that finished on earlier turns included; ``solved``: the task's own success check passed on this
+    turn's output; ``quorum``: how many finished agents end the episode (:func:`quorum_size`; ``None``: all)."""
     everyone = frozenset(live)
     if solved:
         return TurnOutcome(everyone, frozenset(), "solved")
     said_done = frozenset(a for a in live if done[a])
     if said_done == everyone:
         return TurnOutcome(everyone, frozenset(), "all_done")
+    if quorum is not None and sum(1 for finished in done.values() if finished) >= quorum:
+        return TurnOutcome(everyone, frozenset(), "quorum_done")
     if turn >= 2 and not drafts_changed:
         return TurnOutcome(everyone, frozenset(), "converged")
     if turn >= max_turns:

@@ -18,8 +18,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))  # th
 
 from baseline_helpers import tiny_tokenizer
 
+from llm_marl_envs.core.termination import END_REASONS
 from llm_marl_envs.registry import make_env
-from llm_marl_trainers.torchrl_adapter import RolePolicies, TeamChatEnv, import_torchrl, policy_pair, train_grpo
+from llm_marl_trainers.torchrl_adapter import (
+    END_REASONS_TERMINATED,
+    RolePolicies,
+    TeamChatEnv,
+    import_torchrl,
+    policy_pair,
+    train_grpo,
+)
 
 
 def _answer(td: Any, texts: list[str]) -> Any:
@@ -249,3 +257,9 @@ def _check_records(env: Any, records: list[Any], steps: int) -> None:
         assert math.isfinite(record.loss) and math.isfinite(record.torchrl_reward)
         assert record.torchrl_reward == pytest.approx(record.env_reward, abs=1e-5)  # what TorchRL saw = the env's
     assert all(e.team_return == pytest.approx(env.replay(e)) for e in env.episodes)
+
+
+def test_every_ending_but_the_budget_is_a_termination() -> None:
+    # A solved task and a quorum's ending are terminations: TorchRL must not bootstrap past them.
+    assert {*END_REASONS, "magrpo_threshold"} - {"max_turns"} == END_REASONS_TERMINATED
+    assert {"solved", "quorum_done"} <= END_REASONS_TERMINATED

@@ -32,7 +32,8 @@ fields as flat keywords, validated with errors that name the field:
   shared by every env of the process (identical programs, frequent among the G samples of a group, run once);
 * reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
   `magrpo_episode`; `observability`, `max_observation_chars`, `reply_prefixes` — start code replies for the model,
-  below —, `done_offer`; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`), and `render_mode`.
+  below —, `done_offer`; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`, `end_quorum` —
+  `"all"`, `"half"` or `"any"` finished agents end the episode, below), and `render_mode`.
 
 ## Observation Space
 A string, short and plain (`core/observation.py`): the problem once (the entry point's docstring as prose, then its
@@ -109,8 +110,10 @@ mode only, MAGRPO mode keeps the official episode); the held-out tests still dec
 visible asserts ends early and earns little. An agent that writes `<done/>` is terminated and leaves `env.agents`
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
 code unchanged (from its second draft on). Everyone terminates when all said
-`<done/>` (`"all_done"`) or when a whole turn from the second on changed no draft (`"converged"`); the agents still
-live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
+`<done/>` (`"all_done"`), when a quorum has finished under `end_quorum="half"` (half the team, rounded up) or
+`"any"` (`"quorum_done"`; the default `"all"` needs everyone), or when a whole turn from the second on changed no
+draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`,
+so ending early pays.
 
 ## Sample observation and chat
 `env.chat_messages("main")` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"`; the user
