@@ -60,6 +60,7 @@ from llm_marl_benchmarks.study.execution import (
     run_local,
     run_ray,
 )
+from llm_marl_envs.core.termination import END_QUORUMS
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
 RECORD_NAME = "study.json"
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="similarity backend (auto: MiniLM, the seeds' consistency measure)")
     design.add_argument("--executor", choices=("auto", "docker", "bwrap", "local"), default=None,
                         help="coding env's unit-test executor")
+    design.add_argument("--end-quorum", choices=END_QUORUMS, default=None,
+                        help="how many finished agents end an episode, in every env and condition (the envs' "
+                             "end_quorum; default: theirs, all)")
     design.add_argument("--dataset", nargs="+", default=None, metavar="ENV=PATH",
                         help="your own tasks per env: coding=PATH.jsonl (HumanEval's schema), writing=PATH.jsonl "
                              "(a 'source' field per line), or a dataset name of the env (e.g. coding=decomposable)")
@@ -151,6 +155,9 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
         env_kwargs.setdefault("coding", {})["executor"] = args.executor
     for env, dataset in parse_datasets(args.dataset or ()).items():
         env_kwargs.setdefault(env, {})["dataset"] = dataset
+    if args.end_quorum is not None:
+        for env in ENV_NAMES:
+            env_kwargs.setdefault(env, {})["end_quorum"] = args.end_quorum
     if env_kwargs:
         values["env_kwargs"] = env_kwargs
     training = dict(preset["training"])

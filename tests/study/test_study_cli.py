@@ -96,6 +96,21 @@ def test_pairs_set_episodes_per_cell_by_team_size():
     assert design.cell_episodes is None and design.episodes == 60
 
 
+def test_the_end_quorum_reaches_every_env_and_condition(tmp_path):
+    design, _ = design_from_args(build_parser().parse_args(["--preset", "smoke", "--end-quorum", "half"]))
+    assert all(design.env_kwargs_for(env, condition, 2)["end_quorum"] == "half"
+               for env in design.envs for condition in design.conditions)
+    default, _ = design_from_args(build_parser().parse_args(["--preset", "smoke"]))
+    assert all("end_quorum" not in default.env_kwargs_for(env, "untrained", 2) for env in default.envs)
+    # The setting is part of the recorded design (and so of the config hash that keys the logged episodes).
+    argv = ["--preset", "smoke", *SCRIPTED, "--conditions", "untrained", "--envs", "writing", "--end-quorum", "any",
+            "--out", str(tmp_path)]
+    assert main(argv) == 0
+    record = json.loads((tmp_path / "study.json").read_text())
+    assert record["design"]["env_kwargs"]["writing"]["end_quorum"] == "any"
+    assert {r["condition"] for r in logged(tmp_path)} == {"untrained"}
+
+
 def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_path, monkeypatch, capsys):
     """The shipped teams cover size 2 only: sizes 3 and 4 play every other condition, with a note, not a crash. (The
     scripted policy stands in for the model; the teams are resolved as for a real run.)"""
