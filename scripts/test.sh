@@ -18,13 +18,21 @@ WORKERS=${PYTEST_WORKERS:-$("$VENV/bin/python" -c 'import os; print(min(4, len(o
 # Each worker's torch gets its share of the cores, not all of them (oversubscribed threads mostly wait).
 THREADS=$("$VENV/bin/python" -c "import os; print(max(1, len(os.sched_getaffinity(0)) // max(1, $WORKERS)))")
 
-phase() {  # pytest with the given arguments; exit status 5 (this phase selected no test) counts as success
+# Both phases always run. Exit status: the first phase's failure, else the second's; 5 (no test selected) only when
+# neither phase selected a test (e.g. a -k that matches nothing).
+statuses=()
+phase() {
     local status=0
     "$VENV/bin/pytest" -q -ra "$@" || status=$?
-    if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+    statuses+=("$status")
 }
 
 echo "[test] pytest: tests not marked serial, $WORKERS workers"
 LLM_MARL_TEST_PHASE=parallel OMP_NUM_THREADS=$THREADS phase -n "$WORKERS" "$@"
 echo "[test] pytest: serial tests"
 LLM_MARL_TEST_PHASE=serial phase "$@"
+for status in "${statuses[@]}"; do
+    if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+done
+if [ "${statuses[0]}" -eq 5 ] && [ "${statuses[1]}" -eq 5 ]; then exit 5; fi
+exit 0
