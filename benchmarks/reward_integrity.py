@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl_benchmarks.integrity import Strategy
+from llm_marl_envs.core.termination import END_QUORUMS
 from llm_marl_envs.registry import ENV_NAMES
 from llm_marl_envs.registry import make_env as make_registered_env
 
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=8, help="tasks per strategy (the first with honest references)")
     parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
     parser.add_argument("--margin", type=float, default=MARGIN, help="required loss of every degenerate strategy")
-    parser.add_argument("--end-quorum", choices=("all", "half", "any"), default="all",
+    parser.add_argument("--end-quorum", choices=END_QUORUMS, default="all",
                         help="how many finished agents end an episode (the envs' end_quorum)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--pivot", action="store_true", help="print strategy x team size tables (the env cards')")
