@@ -147,7 +147,6 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.magrpo_episode = magrpo_episode
         self.default_split = split
         self.max_action_chars = limits.max_action_chars
-        self.end_quorum = limits.end_quorum
         self.quorum = quorum_size(limits.end_quorum, len(self.possible_agents))
         self.max_observation_chars = observation.max_observation_chars
         self.reply_prefixes = observation.reply_prefixes
