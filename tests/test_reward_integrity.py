@@ -60,10 +60,9 @@ def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
 
 
 @pytest.mark.parametrize("env_name", ["writing", "coding"])
-def test_an_ending_by_every_agent_opens_no_exploit(env_name: str) -> None:
-    """The other tests play the envs' default quorum (half the team's ``<done/>`` ends the episode); with every agent
-    needed to end it (``end_quorum="all"``, MAGRPO mode's and the envs' earlier default), every degenerate strategy
-    still loses: a finished agent that cannot end its teammates' work must not gain from playing on either."""
-    rows = evaluate(env_name, sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local", end_quorum="all")
+def test_an_ending_by_quorum_opens_no_exploit(env_name: str) -> None:
+    """With half the team's ``<done/>`` ending the episode (``end_quorum="half"``), every degenerate strategy still
+    loses: a finished agent can end its teammates' work sooner, and that must not pay."""
+    rows = evaluate(env_name, sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local", end_quorum="half")
     assert len([r for r in rows if not r.honest]) >= 45
     assert violations(rows, MARGIN) == []

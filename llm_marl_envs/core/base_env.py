@@ -44,7 +44,7 @@ from llm_marl_envs.core.spaces import (
     sanitize_text,
 )
 from llm_marl_envs.core.tasks import SPLITS, Task, TaskSource
-from llm_marl_envs.core.termination import TurnOutcome, end_of_turn, quorum_size, resolve_end_quorum
+from llm_marl_envs.core.termination import TurnOutcome, end_of_turn, quorum_size
 
 RESET_OPTION_KEYS: frozenset[str] = frozenset({"task_id", "split"})
 """The keys ``reset(options=...)`` accepts; any other key is rejected with this list."""
@@ -147,8 +147,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.magrpo_episode = magrpo_episode
         self.default_split = split
         self.max_action_chars = limits.max_action_chars
-        self.end_quorum = resolve_end_quorum(limits.end_quorum, reward.reward_mode)
-        self.quorum = quorum_size(self.end_quorum, len(self.possible_agents))
+        self.quorum = quorum_size(limits.end_quorum, len(self.possible_agents))
         self.max_observation_chars = observation.max_observation_chars
         self.reply_prefixes = observation.reply_prefixes
         self.done_offer = observation.done_offer

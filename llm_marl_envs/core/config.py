@@ -130,17 +130,15 @@ class LimitsConfig:
     app's in MAGRPO mode (coding 2, writing 1)."""
     max_action_chars: int = DEFAULT_ACTION_CHARS
     """Longest action; longer ones are cut and flagged (and cost an invalid-action penalty)."""
-    end_quorum: str | None = None
+    end_quorum: str = "all"
     """How many finished agents end the episode for everyone: ``"all"``, ``"half"`` (rounded up) or ``"any"``
-    (``core/termination.py``); ``None``: ``"half"`` in joint mode (:data:`~llm_marl_envs.core.termination.
-    DEFAULT_END_QUORUM`), ``"all"`` in MAGRPO mode (the official apps have no early finish by one agent)."""
+    (``core/termination.py``)."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None:
             check_int("max_turns", self.max_turns, 1)
         check_int("max_action_chars", self.max_action_chars, 16)
-        if self.end_quorum is not None:
-            check_choice("end_quorum", self.end_quorum, END_QUORUMS)
+        check_choice("end_quorum", self.end_quorum, END_QUORUMS)
 
 
 @dataclass(frozen=True)

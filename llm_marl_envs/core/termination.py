@@ -8,8 +8,7 @@
   program passes every visible test), when every agent has said ``<done/>``, or when a whole turn changed no live
   agent's draft (the team has converged; from the second turn on).
 * ``end_quorum`` (an env setting, :data:`END_QUORUMS`) says how many finished agents end it before that: ``"all"``
-  (every agent), ``"half"`` (half the team, rounded up: one agent of 2, two of 3 or 4; the default in joint mode,
-  :data:`DEFAULT_END_QUORUM`) or ``"any"``
+  (the default: every agent), ``"half"`` (half the team, rounded up: one agent of 2, two of 3 or 4) or ``"any"``
   (one agent, as in AutoGen's and CAMEL's chats, where one agent's termination message ends the conversation). A team
   ended by its quorum ends with ``"quorum_done"``; the agents still working are terminated with it, and their last
   drafts stand.
@@ -30,19 +29,6 @@ END_REASONS: tuple[str, ...] = ("solved", "all_done", "quorum_done", "converged"
 
 END_QUORUMS: tuple[str, ...] = ("all", "half", "any")
 """How many finished agents end an episode for everyone (see the module docstring)."""
-
-DEFAULT_END_QUORUM = "half"
-"""The joint mode's quorum. Under ``"all"`` the untrained 135M team of 2 ended before its 4-turn budget in 3-7 of 40
-held-out writing tasks, so a MAGRPO group almost never varied on turns; under ``"half"`` it ended early in 15-19 of
-40 at no measurable cost in quality (docs/results/end-quorum). MAGRPO mode keeps ``"all"``."""
-
-
-def resolve_end_quorum(end_quorum: str | None, reward_mode: str) -> str:
-    """The quorum an env plays: ``end_quorum`` if set, else :data:`DEFAULT_END_QUORUM` in joint mode and ``"all"``
-    in MAGRPO mode."""
-    if end_quorum is not None:
-        return end_quorum
-    return "all" if reward_mode == "magrpo" else DEFAULT_END_QUORUM
 
 
 def quorum_size(end_quorum: str, num_agents: int) -> int:

@@ -110,9 +110,8 @@ mode only, MAGRPO mode keeps the official episode); the held-out tests still dec
 visible asserts ends early and earns little. An agent that writes `<done/>` is terminated and leaves `env.agents`
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
 code unchanged (from its second draft on). Everyone terminates when all said
-`<done/>` (`"all_done"`), when a quorum has finished (`"quorum_done"`): half the team, rounded up, under the
-default `end_quorum="half"` (one agent of 2), one agent under `"any"`, everyone under `"all"` (MAGRPO mode's
-default), or when a whole turn from the second on changed no
+`<done/>` (`"all_done"`), when a quorum has finished under `end_quorum="half"` (half the team, rounded up) or
+`"any"` (`"quorum_done"`; the default `"all"` needs everyone), or when a whole turn from the second on changed no
 draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`,
 so ending early pays.
 
