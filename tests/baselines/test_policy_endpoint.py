@@ -63,28 +63,33 @@ class ChatHandler(BaseHTTPRequestHandler):
             server.in_flight += 1
             server.max_in_flight = max(server.max_in_flight, server.in_flight)
         try:
-            if "/v1" + route != ROUTE:
-                self._send(404, b'{"error": "no such route"}')
-            elif prefix == "/flaky" and attempt <= 2:
-                self._send(500, b'{"error": "temporary failure"}')
-            elif prefix == "/down":
-                self._send(503, b'{"error": "overloaded"}')
-            elif prefix == "/hang":
-                server.release.wait(5)
-                self._send(200, self._completion(body))
-            elif prefix == "/malformed":
-                self._send(200, b'{"choices": [{"message": {"content": "cut off')
-            elif prefix == "/empty":
-                self._send(200, b'{"id": "x", "object": "chat.completion"}')
-            elif prefix == "/forbidden":
-                self._send(403, b'{"error": "bad key"}')
-            else:
-                if prefix == "/slow":
-                    time.sleep(0.2)
-                self._send(200, self._completion(body))
+            status, payload = self._respond(prefix, route, attempt, body)
         finally:
+            # Leave the in-flight count before answering: once the answer is written the client may send its next
+            # request, and counting this one still would see one request too many.
             with server.lock:
                 server.in_flight -= 1
+        self._send(status, payload)
+
+    def _respond(self, prefix: str, route: str, attempt: int, body: dict) -> tuple[int, bytes]:
+        if "/v1" + route != ROUTE:
+            return 404, b'{"error": "no such route"}'
+        if prefix == "/flaky" and attempt <= 2:
+            return 500, b'{"error": "temporary failure"}'
+        if prefix == "/down":
+            return 503, b'{"error": "overloaded"}'
+        if prefix == "/hang":
+            self.server.release.wait(5)
+            return 200, self._completion(body)
+        if prefix == "/malformed":
+            return 200, b'{"choices": [{"message": {"content": "cut off'
+        if prefix == "/empty":
+            return 200, b'{"id": "x", "object": "chat.completion"}'
+        if prefix == "/forbidden":
+            return 403, b'{"error": "bad key"}'
+        if prefix == "/slow":
+            time.sleep(0.2)
+        return 200, self._completion(body)
 
     def _completion(self, body: dict) -> bytes:
         user = body["messages"][-1]["content"]
