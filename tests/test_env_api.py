@@ -173,13 +173,29 @@ def test_an_unknown_end_quorum_is_refused_with_a_clear_error(bad: object) -> Non
         writing_v0.parallel_env(end_quorum=bad)
 
 
-def test_a_quorum_of_one_ends_on_the_first_turn_too() -> None:
-    """The quorum counts whoever is finished, on any turn: under "any" one agent's <done/> on turn 1 ends it."""
-    env = ENV_FACTORIES["writing"](num_agents=2, max_turns=4, end_quorum="any")
+@pytest.mark.parametrize("name", ENV_NAMES)
+@pytest.mark.parametrize("end_quorum", ["any", "half"])
+def test_a_quorum_waits_for_the_second_turn(name: str, end_quorum: str) -> None:
+    """On turn 1 no agent has seen a teammate's part: one agent's <done/> there finishes that agent only, and its
+    teammate gets turn 2, with the finished draft in view, before the quorum ends the episode."""
+    env = ENV_FACTORIES[name](num_agents=2, max_turns=4, end_quorum=end_quorum)
     env.reset(seed=0)
-    _, _, term, _, infos = env.step({"concise": scripted_action(env, "concise", 1) + "<done/>",
-                                     "detailed": scripted_action(env, "detailed", 1)})
-    assert all(term.values()) and infos["detailed"]["end_reason"] == "quorum_done" and env.state()["turn"] == 1
+    first, second = env.agents
+    _, _, term, trunc, infos = env.step({first: scripted_action(env, first, 1) + "<done/>",
+                                         second: scripted_action(env, second, 1)})
+    assert term == {first: True, second: False} and not any(trunc.values()) and env.agents == [second]
+    assert infos[second]["end_reason"] is None
+    observations, _, term, _, infos = env.step({second: scripted_action(env, second, 2)})
+    assert term == {second: True} and infos[second]["end_reason"] == "quorum_done" and env.state()["turn"] == 2
+    assert not env.agents
+
+
+def test_everyone_done_on_turn_one_still_ends_it() -> None:
+    env = ENV_FACTORIES["writing"](num_agents=2, max_turns=4, end_quorum="half")
+    env.reset(seed=0)
+    _, _, term, _, infos = env.step({x: scripted_action(env, x, 1) + "<done/>" for x in env.agents})
+    assert all(term.values()) and {i["end_reason"] for i in infos.values()} == {"all_done"}
+    assert env.state()["turn"] == 1
 
 
 @pytest.mark.parametrize("name", ENV_NAMES)

@@ -131,8 +131,8 @@ class LimitsConfig:
     max_action_chars: int = DEFAULT_ACTION_CHARS
     """Longest action; longer ones are cut and flagged (and cost an invalid-action penalty)."""
     end_quorum: str = "all"
-    """How many finished agents end the episode for everyone: ``"all"``, ``"half"`` (rounded up) or ``"any"``
-    (``core/termination.py``)."""
+    """How many finished agents end the episode for everyone: ``"all"``, ``"half"`` (rounded up) or ``"any"``; short
+    of everyone, from turn 2 on (``core/termination.py``)."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None:

@@ -11,7 +11,10 @@
   (the default: every agent), ``"half"`` (half the team, rounded up: one agent of 2, two of 3 or 4) or ``"any"``
   (one agent, as in AutoGen's and CAMEL's chats, where one agent's termination message ends the conversation). A team
   ended by its quorum ends with ``"quorum_done"``; the agents still working are terminated with it, and their last
-  drafts stand.
+  drafts stand. A quorum counts from the second turn on: on the first no agent has seen a teammate's part, so a
+  finish there is one agent's, not the team's; the agents still working get one more turn with the finished drafts in
+  view (only everyone's ``<done/>`` ends turn 1). Without this a team trained under ``"half"`` learned to end on its
+  first draft, before anyone coordinated (``docs/results/end-quorum/retrain-half``).
 * The episode is *truncated* for everyone still live at ``max_turns``.
 
 The number of turns taken is the task completion time, the latency term of the joint reward: every turn costs
@@ -29,6 +32,10 @@ END_REASONS: tuple[str, ...] = ("solved", "all_done", "quorum_done", "converged"
 
 END_QUORUMS: tuple[str, ...] = ("all", "half", "any")
 """How many finished agents end an episode for everyone (see the module docstring)."""
+
+
+QUORUM_FROM_TURN = 2
+"""The first turn at which a quorum of finished agents (short of everyone) can end the episode."""
 
 
 def quorum_size(end_quorum: str, num_agents: int) -> int:
@@ -59,14 +66,15 @@ def end_of_turn(
 ) -> TurnOutcome:
     """Decide the end of turn ``turn`` (1-based) for the ``live`` agents that just acted; ``done``: every agent of
     the team, those that finished on earlier turns included; ``solved``: the task's own success check passed on this
-    turn's output; ``quorum``: how many finished agents end the episode (:func:`quorum_size`; ``None``: all)."""
+    turn's output; ``quorum``: how many finished agents end the episode from turn :data:`QUORUM_FROM_TURN` on (:func:`quorum_size`;
+    ``None``: all)."""
     everyone = frozenset(live)
     if solved:
         return TurnOutcome(everyone, frozenset(), "solved")
     said_done = frozenset(a for a in live if done[a])
     if said_done == everyone:
         return TurnOutcome(everyone, frozenset(), "all_done")
-    if quorum is not None and sum(1 for finished in done.values() if finished) >= quorum:
+    if quorum is not None and turn >= QUORUM_FROM_TURN and sum(1 for finished in done.values() if finished) >= quorum:
         return TurnOutcome(everyone, frozenset(), "quorum_done")
     if turn >= 2 and not drafts_changed:
         return TurnOutcome(everyone, frozenset(), "converged")

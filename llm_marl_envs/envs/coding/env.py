@@ -111,7 +111,8 @@ visible asserts ends early and earns little. An agent that writes `<done/>` is t
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
 code unchanged (from its second draft on). Everyone terminates when all said
 `<done/>` (`"all_done"`), when a quorum has finished under `end_quorum="half"` (half the team, rounded up) or
-`"any"` (`"quorum_done"`; the default `"all"` needs everyone), or when a whole turn from the second on changed no
+`"any"` (`"quorum_done"`, from turn 2 on; the default `"all"` needs everyone), or when a whole turn from the second
+on changed no
 draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`,
 so ending early pays.
 
