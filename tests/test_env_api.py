@@ -176,8 +176,8 @@ def test_an_unknown_end_quorum_is_refused_with_a_clear_error(bad: object) -> Non
 @pytest.mark.parametrize("name", ENV_NAMES)
 @pytest.mark.parametrize("end_quorum", ["any", "half"])
 def test_a_quorum_waits_for_the_second_turn(name: str, end_quorum: str) -> None:
-    """On turn 1 no agent has seen a teammate's part: one agent's <done/> there finishes that agent only, and its
-    teammate gets turn 2, with the finished draft in view, before the quorum ends the episode."""
+    """On turn 1 no agent has had feedback or a message: one agent's <done/> there finishes that agent only, and its
+    teammate plays turn 2 before the quorum ends the episode."""
     env = ENV_FACTORIES[name](num_agents=2, max_turns=4, end_quorum=end_quorum)
     env.reset(seed=0)
     first, second = env.agents
@@ -185,7 +185,7 @@ def test_a_quorum_waits_for_the_second_turn(name: str, end_quorum: str) -> None:
                                          second: scripted_action(env, second, 1)})
     assert term == {first: True, second: False} and not any(trunc.values()) and env.agents == [second]
     assert infos[second]["end_reason"] is None
-    observations, _, term, _, infos = env.step({second: scripted_action(env, second, 2)})
+    _, _, term, _, infos = env.step({second: scripted_action(env, second, 2)})
     assert term == {second: True} and infos[second]["end_reason"] == "quorum_done" and env.state()["turn"] == 2
     assert not env.agents
 

@@ -11,10 +11,11 @@
   (the default: every agent), ``"half"`` (half the team, rounded up: one agent of 2, two of 3 or 4) or ``"any"``
   (one agent, as in AutoGen's and CAMEL's chats, where one agent's termination message ends the conversation). A team
   ended by its quorum ends with ``"quorum_done"``; the agents still working are terminated with it, and their last
-  drafts stand. A quorum counts from the second turn on: on the first no agent has seen a teammate's part, so a
-  finish there is one agent's, not the team's; the agents still working get one more turn with the finished drafts in
-  view (only everyone's ``<done/>`` ends turn 1). Without this a team trained under ``"half"`` learned to end on its
-  first draft, before anyone coordinated (``docs/results/end-quorum/retrain-half``).
+  drafts stand. A quorum counts from the second turn on. On the first no agent has had feedback or a teammate's
+  message, so a finish there is one agent's, not the team's; the agents still working get one more turn, with
+  feedback on their first drafts and any message sent them (only everyone's ``<done/>`` ends turn 1). Without this
+  a team trained under ``"half"`` learned to end on its first draft, before anyone coordinated
+  (``docs/results/end-quorum/retrain-half``).
 * The episode is *truncated* for everyone still live at ``max_turns``.
 
 The number of turns taken is the task completion time, the latency term of the joint reward: every turn costs
@@ -66,8 +67,8 @@ def end_of_turn(
 ) -> TurnOutcome:
     """Decide the end of turn ``turn`` (1-based) for the ``live`` agents that just acted; ``done``: every agent of
     the team, those that finished on earlier turns included; ``solved``: the task's own success check passed on this
-    turn's output; ``quorum``: how many finished agents end the episode from turn :data:`QUORUM_FROM_TURN` on (:func:`quorum_size`;
-    ``None``: all)."""
+    turn's output; ``quorum``: how many finished agents end the episode from turn :data:`QUORUM_FROM_TURN` on
+    (:func:`quorum_size`; ``None``: all)."""
     everyone = frozenset(live)
     if solved:
         return TurnOutcome(everyone, frozenset(), "solved")

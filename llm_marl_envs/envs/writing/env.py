@@ -95,10 +95,10 @@ that repeats an observation label (`Feedback:`...) ends it: the echo is no part 
 `echoed_observation`, an invalid action). Everyone terminates when all said `<done/>` (`end_reason="all_done"`),
 when a quorum of the team has finished under `end_quorum="half"` (half the team, rounded up: one agent of 2) or
 `"any"` (one agent) (`"quorum_done"`; the default `"all"` needs everyone; a quorum counts from turn 2, so a teammate
-of a turn-1 finisher gets one turn with the finished draft in view), or when a whole turn from the second on
-changed no draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn
-costs `w_t`, so at equal final drafts ending at turn `k` earns `w_t·(max_turns − k)` more than playing the budget
-out.
+of a turn-1 finisher revises once, with feedback on its first draft and any message sent it), or when a whole turn
+from the second on changed no draft (`"converged"`); the agents still live at `max_turns` are truncated
+(`"max_turns"`). Every turn costs `w_t`, so at equal final drafts ending at turn `k` earns `w_t·(max_turns − k)`
+more than playing the budget out.
 
 ## Sample observation and chat
 `env.chat_messages("concise")` after `reset(seed=0, options={"task_id": "news/000"})`:
