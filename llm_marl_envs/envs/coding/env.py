@@ -109,12 +109,10 @@ The episode ends for everyone when the team's program passes every *visible* tes
 mode only, MAGRPO mode keeps the official episode); the held-out tests still decide quality, so special-casing the
 visible asserts ends early and earns little. An agent that writes `<done/>` is terminated and leaves `env.agents`
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
-code unchanged (from its second draft on). Everyone terminates when all said
-`<done/>` (`"all_done"`), when a quorum has finished under `end_quorum="half"` (half the team, rounded up) or
-`"any"` (`"quorum_done"`, from turn 2 on; the default `"all"` needs everyone), or when a whole turn from the second
-on changed no
-draft (`"converged"`); the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`,
-so ending early pays.
+code unchanged (from its second draft on). Everyone terminates when all said `<done/>` (`"all_done"`), when a
+quorum has finished under `end_quorum="half"` (half the team, rounded up) or `"any"` (`"quorum_done"`, from turn 2
+on; the default `"all"` needs everyone), or when a whole turn from the second on changed no draft (`"converged"`);
+the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
 
 ## Sample observation and chat
 `env.chat_messages("main")` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"`; the user
