@@ -108,7 +108,8 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
             policy: Any, max_turns: int, done_offer: str | None = None, first_seed: int = 0,
             end_quorum: str | None = None) -> dict[str, Any]:
     """Play ``episodes`` untrained episodes (seeds ``first_seed`` on) and return the shares and means (see the module
-    docstring); ``done_offer`` and ``end_quorum``: the env's settings of those names (``None``: its defaults)."""
+    docstring); ``done_offer`` and ``end_quorum``: the env's settings of those names (``None``: its defaults; the
+    figures record the quorum played)."""
     from llm_marl_baselines.collaboration import get_baseline, run_episodes
     from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.envs.coding.program import calls_function, defined_functions
@@ -128,7 +129,8 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
     seeds = range(first_seed, first_seed + episodes)
     results = run_episodes(baseline, env, policy, settings, seeds=seeds, num_agents=num_agents, split=split,
                            max_turns=max_turns, env_kwargs=env_kwargs, records=False)
-    tasks = make_env(env, num_agents=1, similarity="tfidf").task_source
+    played = make_env(env, num_agents=1, **env_kwargs)
+    tasks = played.task_source
     rows = []
     for result in results:
         terms = result.trajectory.final_info.get("quality_terms", {}) if result.trajectory else {}
@@ -148,7 +150,7 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
     turns = collections.Counter(row["turns"] for row in rows)
     figures = {"env": env, "condition": baseline, "num_agents": 1 if single else num_agents, "episodes": len(rows),
                "max_new_tokens": tokens, "max_turns": budget, "done_offer": done_offer, "first_seed": first_seed,
-               "end_quorum": end_quorum,
+               "end_quorum": getattr(played, "end_quorum", end_quorum),  # older checkouts: the setting
                "playable_share": _share(rows, "playable"), "mean_quality": _mean(rows, "quality"),
                "turns_distribution": {str(t): turns.get(t, 0) for t in range(1, budget + 1)},
                "mean_turns": _mean(rows, "turns"), "early_end_share": _share(rows, "early_end"),

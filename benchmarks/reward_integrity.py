@@ -9,8 +9,8 @@ library; a degenerate strategy that ties or beats the honest one is an exploit t
                                                    [--backends minilm tfidf] [--tasks N] [--executor auto|docker|local]
                                                    [--end-quorum all|half|any] [--json PATH]
 
-``--end-quorum`` plays the envs with that many finished agents ending an episode (their ``end_quorum`` setting):
-an ending that comes sooner must not open an exploit either.
+``--end-quorum`` plays the envs with that many finished agents ending an episode (their ``end_quorum`` setting;
+default: each env's own, writing ``"half"`` and coding ``"all"``): no ending, sooner or later, may open an exploit.
 """
 
 from __future__ import annotations
@@ -80,14 +80,15 @@ def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str
     return CODING_STRATEGIES, lambda: list(HONEST_TASK_IDS())
 
 
-def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end_quorum: str = "all") -> Any:
+def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end_quorum: str | None = None) -> Any:
     """The env under its default settings, but for team size, similarity backend, (coding) executor and
-    ``end_quorum``; the coding strategies play the decomposable set (their honest references are its aux/main
-    splits)."""
+    ``end_quorum`` (``None``: the env's own); the coding strategies play the decomposable set (their honest
+    references are its aux/main splits)."""
+    quorum = {} if end_quorum is None else {"end_quorum": end_quorum}
     if env_name == "coding":
         return make_registered_env(env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity,
-                                   executor=executor, end_quorum=end_quorum)
-    return make_registered_env(env_name, num_agents=num_agents, similarity=similarity, end_quorum=end_quorum)
+                                   executor=executor, **quorum)
+    return make_registered_env(env_name, num_agents=num_agents, similarity=similarity, **quorum)
 
 
 def evaluate(
@@ -97,7 +98,7 @@ def evaluate(
     tasks: int,
     executor: str = "auto",
     strategies: Sequence[str] | None = None,
-    end_quorum: str = "all",
+    end_quorum: str | None = None,
 ) -> list[Row]:
     """Play every strategy on the first ``tasks`` tasks with honest references, per size and backend."""
     library, task_ids = _library(env_name)
@@ -176,8 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=8, help="tasks per strategy (the first with honest references)")
     parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
     parser.add_argument("--margin", type=float, default=MARGIN, help="required loss of every degenerate strategy")
-    parser.add_argument("--end-quorum", choices=END_QUORUMS, default="all",
-                        help="how many finished agents end an episode (the envs' end_quorum)")
+    parser.add_argument("--end-quorum", choices=END_QUORUMS, default=None,
+                        help="how many finished agents end an episode (the envs' end_quorum; default: each env's own)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--pivot", action="store_true", help="print strategy x team size tables (the env cards')")
     args = parser.parse_args(argv)

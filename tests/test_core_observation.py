@@ -43,7 +43,7 @@ def test_a_writing_observation_holds_each_thing_once_and_the_cue_last() -> None:
 
 
 def test_a_reply_of_only_done_keeps_the_draft_and_finishes_the_agent() -> None:
-    env = writing_env(num_agents=2, max_turns=4)
+    env = writing_env(num_agents=2, max_turns=4, end_quorum="all")  # the teammate plays on
     env.reset(seed=0, options={"task_id": NEWS_TASK})
     env.step({"concise": ARTICLE_ACTIONS["concise"], "detailed": ARTICLE_ACTIONS["detailed"]})
     _, _, term, _, infos = env.step({"concise": "<done/>", "detailed": ARTICLE_ACTIONS["detailed"] + " Crews fought."})
@@ -81,7 +81,7 @@ def test_a_bad_offer_to_end_is_refused_with_a_clear_error(offer: object, error: 
 
 
 def test_resubmitting_the_draft_unchanged_finishes_the_agent() -> None:
-    env = writing_env(num_agents=2, max_turns=4)
+    env = writing_env(num_agents=2, max_turns=4, end_quorum="all")  # the teammate plays on
     env.reset(seed=0, options={"task_id": NEWS_TASK})
     parts = {"concise": ARTICLE_ACTIONS["concise"], "detailed": ARTICLE_ACTIONS["detailed"]}
     _, _, term, _, infos = env.step(parts)  # turn 1: a first draft is no resubmission

@@ -70,9 +70,9 @@ def test_the_end_quorum_reaches_the_envs() -> None:
         return f"Draft {turn}: the fire moved past the town, and crews worked through the night. {done}"
 
     kwargs = {"episodes": 2, "split": "train", "tokens": 16, "max_turns": 4}
-    half = measure("writing", "plain", 2, policy=ScriptedPolicy(responder=responder), end_quorum="half", **kwargs)
-    every = measure("writing", "plain", 2, policy=ScriptedPolicy(responder=responder), **kwargs)
-    assert half["end_quorum"] == "half" and every["end_quorum"] is None
+    half = measure("writing", "plain", 2, policy=ScriptedPolicy(responder=responder), **kwargs)  # the env's default
+    every = measure("writing", "plain", 2, policy=ScriptedPolicy(responder=responder), end_quorum="all", **kwargs)
+    assert half["end_quorum"] == "half" and every["end_quorum"] == "all"
     assert half["end_reasons"] == {"quorum_done": 2} and half["turns_distribution"]["2"] == 2
     assert every["end_reasons"] == {"max_turns": 2} and half["early_end_share"] == 1.0 > every["early_end_share"]
 

@@ -167,7 +167,30 @@ def test_quorum_sizes() -> None:
     assert {quorum_size("any", n) for n in (1, 2, 3, 4)} == {1}
 
 
-@pytest.mark.parametrize("bad", ["most", "", None, 2])
+@pytest.mark.parametrize(("name", "default", "teammate_plays_on"),
+                         [("writing", "half", False), ("coding", "all", True)])
+def test_each_env_plays_its_own_quorum_by_default(name: str, default: str, teammate_plays_on: bool) -> None:
+    """Left unset, ``end_quorum`` is the env's own: writing ends on half the team's ``<done/>`` (from turn 2), coding
+    on everyone's."""
+    env = ENV_FACTORIES[name](num_agents=2, max_turns=4)
+    env.reset(seed=0)
+    a, b = env.agents
+    assert env.config.limits.end_quorum is None and env.end_quorum == default == env.state()["end_quorum"]
+    env.step({x: scripted_action(env, x, 1) for x in env.agents})
+    _, _, term, _, infos = env.step({a: scripted_action(env, a, 2) + "<done/>", b: scripted_action(env, b, 2)})
+    assert term == {a: True, b: not teammate_plays_on}
+    assert infos[b]["end_reason"] == (None if teammate_plays_on else "quorum_done")
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_magrpo_mode_needs_every_agent_by_default(name: str) -> None:
+    """MAGRPO mode keeps the official apps' rule: one agent's ``<done/>`` ends no teammate's episode."""
+    env = ENV_FACTORIES[name](num_agents=2, reward_mode="magrpo")
+    assert env.end_quorum == "all" and ENV_FACTORIES[name](num_agents=2, reward_mode="magrpo",
+                                                           end_quorum="half").end_quorum == "half"
+
+
+@pytest.mark.parametrize("bad", ["most", "", 2])
 def test_an_unknown_end_quorum_is_refused_with_a_clear_error(bad: object) -> None:
     with pytest.raises(ValueError, match=r"end_quorum: expected one of \('all', 'half', 'any'\)"):
         writing_v0.parallel_env(end_quorum=bad)

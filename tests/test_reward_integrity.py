@@ -59,10 +59,12 @@ def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
     assert env.state()["turn"] == 1 and cheat < honest - MARGIN
 
 
-@pytest.mark.parametrize("env_name", ["writing", "coding"])
-def test_an_ending_by_quorum_opens_no_exploit(env_name: str) -> None:
-    """With half the team's ``<done/>`` ending the episode (``end_quorum="half"``), every degenerate strategy still
-    loses: a finished agent can end its teammates' work sooner, and that must not pay."""
-    rows = evaluate(env_name, sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local", end_quorum="half")
+@pytest.mark.parametrize(("env_name", "other_quorum"), [("writing", "all"), ("coding", "half")])
+def test_the_other_ending_opens_no_exploit(env_name: str, other_quorum: str) -> None:
+    """The other tests play each env's default ending (writing: half the team's ``<done/>`` ends the episode from
+    turn 2; coding: everyone's). Under the other one every degenerate strategy still loses: a finished agent that can
+    end its teammates' work sooner must not gain from it, nor one that cannot from playing on."""
+    rows = evaluate(env_name, sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local",
+                    end_quorum=other_quorum)
     assert len([r for r in rows if not r.honest]) >= 45
     assert violations(rows, MARGIN) == []

@@ -42,7 +42,8 @@ class ScriptedPolicy:
 @pytest.mark.parametrize("name", ENV_NAMES)
 @pytest.mark.parametrize("num_agents", [1, 2, 3, 4])
 def test_lockstep_episodes_one_policy_call_per_turn(name: str, num_agents: int) -> None:
-    envs = [ENV_FACTORIES[name](num_agents=num_agents, max_turns=3) for _ in range(3)]
+    # end_quorum="all": a teammate plays on after the first agent finishes.
+    envs = [ENV_FACTORIES[name](num_agents=num_agents, max_turns=3, end_quorum="all") for _ in range(3)]
     team = num_agents > 1
     policy = ScriptedPolicy(envs, finish_first_agent_at=1 if team else None)
     seen_turns: list[tuple[int, int]] = []
@@ -230,7 +231,8 @@ def test_an_episode_that_ends_before_its_branching_turn_branches_where_it_ends(e
 def test_a_tree_that_branched_is_not_branched_again_when_a_branch_ends_early() -> None:
     """Branches that end after the branching turn are leaves as usual: only a tree that has not branched yet moves its
     branching turn."""
-    envs = [ENV_FACTORIES["writing"](num_agents=2, max_turns=4)]
+    # end_quorum="all": a branch whose one agent happens to resubmit its draft at turn 2 plays on to turn 3.
+    envs = [ENV_FACTORIES["writing"](num_agents=2, max_turns=4, end_quorum="all")]
 
     def policy(requests: list[ChatRequest]) -> list[str]:
         return [f"{r.agent} writes part {i}." + (" <done/>" if r.turn == 3 else "") for i, r in enumerate(requests)]

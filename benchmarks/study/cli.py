@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="coding env's unit-test executor")
     design.add_argument("--end-quorum", choices=END_QUORUMS, default=None,
                         help="how many finished agents end an episode, in every env and condition (the envs' "
-                             "end_quorum; default: theirs, all)")
+                             "end_quorum; default: each env's own, writing half and coding all)")
     design.add_argument("--dataset", nargs="+", default=None, metavar="ENV=PATH",
                         help="your own tasks per env: coding=PATH.jsonl (HumanEval's schema), writing=PATH.jsonl "
                              "(a 'source' field per line), or a dataset name of the env (e.g. coding=decomposable)")

@@ -104,6 +104,10 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     """The joint mode's turn budget, the study's too: room to write, revise and end early (a team that ends at turn
     ``k`` takes ``k/4`` of the budget, so the completion-time reduction the seeds report, 3.1x, is reachable; a budget
     of 3 would cap it at 3x), and no more turns than a MAGRPO tree can branch over on 2 cores."""
+    DEFAULT_END_QUORUM: ClassVar[str] = "all"
+    """The joint mode's ``end_quorum`` when the config leaves it ``None`` (``core/termination.py``); each task picks
+    the ending its untrained team can reach without losing what training gains. MAGRPO mode always defaults to
+    ``"all"`` (the official apps have no early finish by one agent)."""
     concurrent_steps: ClassVar[bool] = False
     """Whether a step mostly waits on I/O (the sandbox), so a rollout runner may step many envs from threads."""
     EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
@@ -147,7 +151,8 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.magrpo_episode = magrpo_episode
         self.default_split = split
         self.max_action_chars = limits.max_action_chars
-        self.quorum = quorum_size(limits.end_quorum, len(self.possible_agents))
+        self.end_quorum = self._resolve_end_quorum(limits.end_quorum, reward.reward_mode)
+        self.quorum = quorum_size(self.end_quorum, len(self.possible_agents))
         self.max_observation_chars = observation.max_observation_chars
         self.reply_prefixes = observation.reply_prefixes
         self.done_offer = observation.done_offer
@@ -172,6 +177,12 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         elif max_turns is not None and max_turns != episode.num_turns:
             raise ValueError(f"max_turns={max_turns} disagrees with magrpo_episode.num_turns={episode.num_turns}")
         return episode.num_turns, episode
+
+    def _resolve_end_quorum(self, end_quorum: str | None, reward_mode: str) -> str:
+        """``end_quorum`` if set, else :attr:`DEFAULT_END_QUORUM` in joint mode and ``"all"`` in MAGRPO mode."""
+        if end_quorum is not None:
+            return end_quorum
+        return "all" if reward_mode == "magrpo" else self.DEFAULT_END_QUORUM
 
     # ----------------------------------------------------------------------------------------------- task hooks
     @abc.abstractmethod
@@ -343,6 +354,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             "task": self.task.to_dict(),
             "turn": self.turn,
             "max_turns": self.max_turns,
+            "end_quorum": self.end_quorum,
             "magrpo_episode": None if self.magrpo_episode is None else dataclasses.asdict(self.magrpo_episode),
             "agents": list(self.agents),
             "drafts": dict(self.drafts),

@@ -130,15 +130,17 @@ class LimitsConfig:
     app's in MAGRPO mode (coding 2, writing 1)."""
     max_action_chars: int = DEFAULT_ACTION_CHARS
     """Longest action; longer ones are cut and flagged (and cost an invalid-action penalty)."""
-    end_quorum: str = "all"
+    end_quorum: str | None = None
     """How many finished agents end the episode for everyone: ``"all"``, ``"half"`` (rounded up) or ``"any"``; short
-    of everyone, from turn 2 on (``core/termination.py``)."""
+    of everyone, from turn 2 on (``core/termination.py``). ``None``: the env's own in joint mode (its
+    ``DEFAULT_END_QUORUM``: writing ``"half"``, coding ``"all"``), ``"all"`` in MAGRPO mode."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None:
             check_int("max_turns", self.max_turns, 1)
         check_int("max_action_chars", self.max_action_chars, 16)
-        check_choice("end_quorum", self.end_quorum, END_QUORUMS)
+        if self.end_quorum is not None:
+            check_choice("end_quorum", self.end_quorum, END_QUORUMS)
 
 
 @dataclass(frozen=True)

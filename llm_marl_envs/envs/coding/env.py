@@ -33,7 +33,7 @@ fields as flat keywords, validated with errors that name the field:
 * reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
   `magrpo_episode`; `observability`, `max_observation_chars`, `reply_prefixes` — start code replies for the model,
   below —, `done_offer`; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`, `end_quorum` —
-  `"all"`, `"half"` or `"any"` finished agents end the episode, below), and `render_mode`.
+  `"all"` (the default), `"half"` or `"any"` finished agents end the episode, below), and `render_mode`.
 
 ## Observation Space
 A string, short and plain (`core/observation.py`): the problem once (the entry point's docstring as prose, then its
@@ -111,7 +111,8 @@ visible asserts ends early and earns little. An agent that writes `<done/>` is t
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
 code unchanged (from its second draft on). Everyone terminates when all said `<done/>` (`"all_done"`), when a
 quorum has finished under `end_quorum="half"` (half the team, rounded up) or `"any"` (`"quorum_done"`, from turn 2
-on; the default `"all"` needs everyone), or when a whole turn from the second on changed no draft (`"converged"`);
+on; the default `"all"` needs everyone: under `"half"` the shipped team's gain over the untrained one shrank to
+nothing, unlike the writing env's), or when a whole turn from the second on changed no draft (`"converged"`);
 the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
 
 ## Sample observation and chat
