@@ -166,6 +166,13 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
     return StudyDesign(**values), TrainingPlan(**training)
 
 
+def env_endings(design: StudyDesign) -> dict[str, str]:
+    """Each env's ``end_quorum`` as the design plays it, its own default included: a default that changes between
+    versions changes the config hash, so a log played under the old ending is not resumed under the new one."""
+    return {env: make_env(env, num_agents=1, **{**design.env_kwargs.get(env, {}), "similarity": "tfidf"}).end_quorum
+            for env in design.envs}
+
+
 def parse_pairs(items: Sequence[str], sizes: Sequence[int]) -> dict[int, int]:
     """``["40"]`` (every size) or ``["2=40", "3=24"]`` as ``{size: episodes per cell}``."""
     def count(text: str, item: str) -> int:
@@ -218,9 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError, FileNotFoundError) as error:
         print(f"study: {error}", file=sys.stderr)
         return 2
-    parts = {"design": design.to_dict(), "policy": policy.to_dict(), "teams": teams.describe()}
+    parts = {"design": design.to_dict(), "policy": policy.to_dict(), "teams": teams.describe(),
+             "endings": env_endings(design)}
     digest = config_hash(parts)
-    log = EpisodeLog(out, digest)
+    try:
+        log = EpisodeLog(out, digest)
+    except ValueError as error:  # another study's log (other settings, or another version's default ending)
+        print(f"study: {error}", file=sys.stderr)
+        return 2
     _write_record(out, parts, digest, argv)
     pending = [episode for episode in plan if episode.key not in log.done()]
     print(f"[study] {len(plan)} planned episodes ({len(design.cells())} cells: {len(design.envs)} env(s) × "

@@ -111,6 +111,24 @@ def test_the_end_quorum_reaches_every_env_and_condition(tmp_path):
     assert {r["condition"] for r in logged(tmp_path)} == {"untrained"}
 
 
+def test_each_envs_own_ending_is_recorded_and_keys_the_log(tmp_path):
+    """Left to the envs, each plays its own ending, and the record says which: a log played under another default
+    ending (an older version's) is refused, not resumed."""
+    from llm_marl_benchmarks.study.cli import env_endings
+
+    default, _ = design_from_args(build_parser().parse_args(["--preset", "smoke"]))
+    assert env_endings(default) == {"writing": "half", "coding": "all"}
+    argv = ["--preset", "smoke", *SCRIPTED, "--conditions", "untrained", "--envs", "writing", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    record = json.loads((tmp_path / "study.json").read_text())
+    assert record["endings"] == {"writing": "half"} and "end_quorum" not in record["design"]["env_kwargs"].get(
+        "writing", {})
+    log = tmp_path / "episodes.jsonl"
+    rows = log.read_text().splitlines()
+    log.write_text("\n".join(line.replace(record["config_hash"], "0" * 16) for line in rows) + "\n")  # another ending
+    assert main(argv) == 2
+
+
 def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_path, monkeypatch, capsys):
     """The shipped teams cover size 2 only: sizes 3 and 4 play every other condition, with a note, not a crash. (The
     scripted policy stands in for the model; the teams are resolved as for a real run.)"""
