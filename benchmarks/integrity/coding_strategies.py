@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_marl_benchmarks.integrity import ActionFn, Strategy
+from llm_marl_envs.core.python_source import parse_python
 from llm_marl_envs.core.tasks import Task
 from llm_marl_envs.envs.coding.contribution import normalized_assert
 from llm_marl_envs.envs.coding.roles import HELPER_NAME
@@ -136,7 +137,7 @@ def _all_args(arguments: ast.arguments) -> list[ast.arg]:
 @functools.lru_cache(maxsize=256)
 def _split_reference(reference: str, entry_point: str) -> HonestSplit | None:
     try:
-        tree = ast.parse(reference)
+        tree = parse_python(reference)
     except SyntaxError:
         return None
     function = _entry_function(tree, entry_point)
@@ -150,7 +151,7 @@ def _split_reference(reference: str, entry_point: str) -> HonestSplit | None:
     # comments stay as written (an LLM's main would look like that); only the entry function is kept, because the
     # prompt's preamble (imports, given helpers) is already part of the team's program.
     without_helper = "".join(lines[: first - 1] + lines[helper.end_lineno :])
-    main_tree = ast.parse(without_helper)
+    main_tree = parse_python(without_helper)
     main_function = _entry_function(main_tree, entry_point)
     if main_function is None or not _calls(main_function, HELPER_NAME):
         return None
@@ -166,7 +167,7 @@ def _calls(node: ast.AST, name: str) -> bool:
 
 # ------------------------------------------------------------------------------------------ code derivations
 def _reference_function(task: Task) -> ast.FunctionDef:
-    function = _entry_function(ast.parse(task["reference_solution"]), task["entry_point"])
+    function = _entry_function(parse_python(task["reference_solution"]), task["entry_point"])
     assert function is not None  # honest_split succeeded, so it exists
     return function
 
@@ -233,14 +234,14 @@ def _body_start(function: ast.FunctionDef) -> int:
 def _with_prefix(function: ast.FunctionDef, source: str) -> ast.FunctionDef:
     function = copy.deepcopy(function)
     start = _body_start(function)
-    function.body[start:start] = ast.parse(textwrap.dedent(source)).body
+    function.body[start:start] = parse_python(textwrap.dedent(source)).body
     return function
 
 
 def _with_returns(function: ast.FunctionDef, wrap: str) -> ast.FunctionDef:
     """``function`` with each ``return X`` made ``return <wrap with X>`` (``wrap`` uses ``{}`` for X's source)."""
     function = copy.deepcopy(function)
-    return _MapReturns(lambda value: ast.parse(wrap.format(ast.unparse(value)), mode="eval").body).visit(function)
+    return _MapReturns(lambda value: parse_python(wrap.format(ast.unparse(value)), mode="eval").body).visit(function)
 
 
 def _renamed(function: ast.FunctionDef, name: str) -> ast.FunctionDef:
@@ -271,7 +272,7 @@ def _wrapper(task: Task, body: str) -> str:
 
 
 def _helper_parameters(split: HonestSplit) -> list[str]:
-    helper = ast.parse(split.aux_code).body[0]
+    helper = parse_python(split.aux_code).body[0]
     assert isinstance(helper, ast.FunctionDef)
     return [arg.arg for arg in (*helper.args.posonlyargs, *helper.args.args)]
 
@@ -316,7 +317,7 @@ def visible_cases(task: Task) -> list[Case]:
 
 def _parse_case(test: str, entry_point: str) -> Case | None:
     try:
-        body = ast.parse(test).body
+        body = parse_python(test).body
     except SyntaxError:
         return None
     if len(body) != 1 or not isinstance(body[0], ast.Assert) or not isinstance(body[0].test, ast.Compare):
@@ -338,7 +339,7 @@ def _parse_case(test: str, entry_point: str) -> Case | None:
 
 
 def _literal_call(call: str) -> tuple[list[Any], dict[str, Any]]:
-    node = ast.parse(call, mode="eval").body
+    node = parse_python(call, mode="eval").body
     assert isinstance(node, ast.Call)
     return [ast.literal_eval(arg) for arg in node.args], {
         k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg
@@ -351,7 +352,7 @@ def _docstring_calls(task: Task) -> list[str]:
     for example in doctest.DocTestParser().get_examples(task["prompt"]):
         source = example.source.strip()
         try:
-            node = ast.parse(source, mode="eval").body
+            node = parse_python(source, mode="eval").body
         except SyntaxError:
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == task["entry_point"]:
@@ -488,7 +489,7 @@ def _message(text: str, to: str | None = None) -> str:
 
 
 def _signature_text(split: HonestSplit) -> str:
-    helper = ast.parse(split.aux_code).body[0]
+    helper = parse_python(split.aux_code).body[0]
     assert isinstance(helper, ast.FunctionDef)
     return f"{HELPER_NAME}({ast.unparse(helper.args)})"
 
@@ -531,7 +532,7 @@ def _returns_none(task: Task, code_of: str) -> str:
 def _main_function(task: Task) -> ast.FunctionDef:
     split = honest_split(task)
     assert split is not None
-    function = _entry_function(ast.parse(split.main_code), task["entry_point"])
+    function = _entry_function(parse_python(split.main_code), task["entry_point"])
     assert function is not None
     return function
 
@@ -733,7 +734,7 @@ def _handshake_helper(task: Task, split: HonestSplit) -> dict[str, str]:
 
 def _main_inspects_aux(task: Task, split: HonestSplit) -> dict[str, str]:
     # The stubs keep aux's signature but not its docstring: main reads aux without ever calling it.
-    helper = ast.parse(split.aux_code).body[0]
+    helper = parse_python(split.aux_code).body[0]
     assert isinstance(helper, ast.FunctionDef)
     documented = _with_prefix(helper, '"""Helper for the main function."""\n') if _body_start(helper) == 0 else helper
     guard = f"if not {HELPER_NAME}.__doc__:\n    return None\n"

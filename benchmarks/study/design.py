@@ -106,8 +106,11 @@ class TrainingPlan:
     lora_r: int = 8
     temperature: float = 1.0
     """Sampling temperature of training (exploration; the study samples at the design's temperature)."""
-    dtype: str = "bfloat16"
-    """The frozen base's dtype (bfloat16 is about twice as fast as float32 on CPUs; the adapters stay float32)."""
+    dtype: str = "auto"
+    """The frozen base's dtype for teams trained without a recipe (the recipes name theirs): ``auto`` is the trainer's
+    choice, float32 on a CPU. bfloat16 is about twice as fast on CPUs with native bf16 (AVX512-BF16, AMX) but about
+    50x slower on CPUs without it (an AMD EPYC without AVX-512: 235 ms vs 4.5 ms a matmul), which would stretch the
+    smoke preset from minutes to an hour. The adapters stay float32."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "envs_per_step", "lora_r"):

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from llm_marl_envs.core.python_source import parse_python
+
 DEFAULT_IMAGE = "llm-marl-envs/sandbox:py3-bookworm"
 """The image the Docker backend uses unless told otherwise (the one place its tag is spelled)."""
 
@@ -150,7 +152,7 @@ def _source_digest(*functions: Callable[..., Any]) -> str:
     """
     parts = []
     for function in functions:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        tree = parse_python(textwrap.dedent(inspect.getsource(function)))
         definition = tree.body[0]
         if isinstance(definition, ast.FunctionDef):
             definition.name = "recipe"

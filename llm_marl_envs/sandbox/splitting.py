@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import threading
 from collections.abc import Sequence
 
-# CPython 3.11 before 3.11.8 can fail `ast.parse` run in several threads at once ("AST constructor recursion depth
-# mismatch", gh-106905); run_many splits tests on worker threads, so parsing here is serialized.
-_AST_LOCK = threading.RLock()
+from llm_marl_envs.core.python_source import PARSE_LOCK, parse_python
 
 
 class _RenameCandidate(ast.NodeTransformer):
@@ -67,14 +64,15 @@ def split_tests(tests: str | Sequence[str], entry_point: str | None = None) -> l
     and the item parses; an item that does not parse is kept and reported as an ``error`` when run). A string with a
     ``check`` function needs ``entry_point``.
     """
-    with _AST_LOCK:
+    # One split at a time, under the package's parse lock: run_many splits on worker threads (see python_source).
+    with PARSE_LOCK:
         return _split(tests, entry_point)
 
 
 def _split(tests: str | Sequence[str], entry_point: str | None) -> list[str]:
     if isinstance(tests, str):
         try:
-            module = ast.parse(tests)
+            module = parse_python(tests)
         except SyntaxError as exc:
             detail = f"{exc.msg} (line {exc.lineno})"
             raise ValueError(f"tests: expected Python source, got a syntax error: {detail}") from None
@@ -93,6 +91,6 @@ def _split(tests: str | Sequence[str], entry_point: str | None) -> list[str]:
             raise TypeError(f"tests[{i}]: expected str, got {type(item).__name__}")
         if entry_point and "candidate" in item:
             with contextlib.suppress(SyntaxError, ValueError, RecursionError):
-                item = _render(ast.parse(item).body, entry_point)
+                item = _render(parse_python(item).body, entry_point)
         result.append(item)
     return result

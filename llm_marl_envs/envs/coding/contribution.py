@@ -60,21 +60,15 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from llm_marl_envs.core.python_source import try_parse_module
 from llm_marl_envs.envs.coding.program import assemble_program, defined_functions
 
 HELPER_STUB_KINDS: tuple[str, ...] = ("none", "identity")
 """The neutral stubs that replace the helper author's draft."""
 
 
-def _parse(code: str) -> ast.Module | None:
-    try:
-        return ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
 def _top_level_function(code: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    tree = _parse(code)
+    tree = try_parse_module(code)
     if tree is None:
         return None
     found = None
@@ -183,7 +177,7 @@ LOGIC_SHARE_FULL = 0.25
 
 def logic_size(code: str) -> int:
     """Statements and expressions in ``code`` (function headers and docstrings aside); 0 if it does not parse."""
-    tree = _parse(code)
+    tree = try_parse_module(code)
     if tree is None:
         return 0
     skipped: set[int] = set()
@@ -215,7 +209,7 @@ def share_factor(own: str, other: str) -> float:
 def normalized_assert(source: str) -> str:
     """An assert's structure without formatting (``ast.dump``), the two sides of a lone ``==`` or ``!=`` in a fixed
     order, to recognise a copied test however it is rephrased; the raw text if it does not parse."""
-    tree = _parse(source)
+    tree = try_parse_module(source)
     if tree is None:
         return source.strip()
     for node in ast.walk(tree):
@@ -229,7 +223,7 @@ def checks_a_value(source: str, entry_point: str) -> bool:
     """Whether an assert compares the entry point's result with a value that does not come from calling it again
     (``f(x) == 3``, ``f(x) < y``, ``x in f(y)``): ``is not None`` and ``isinstance`` checks say nothing about the
     answer, and ``f(x) == f(x)`` nothing at all."""
-    tree = _parse(source)
+    tree = try_parse_module(source)
     if tree is None or not tree.body or not isinstance(tree.body[0], ast.Assert):
         return False
 

@@ -33,19 +33,13 @@ import ast
 import re
 import textwrap
 
+from llm_marl_envs.core.python_source import try_parse_module
 from llm_marl_envs.core.rewards import MagrpoReward
 
 CODE_MAXIMUM = 4.0
 AUX_NAME = "aux"
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*\Z")
 _FENCE_LINE = re.compile(r"^\s*```.*$", re.MULTILINE)
-
-
-def _parse(code: str) -> ast.Module | None:
-    try:
-        return ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # null bytes, absurd nesting
-        return None
 
 
 def function_block(code: str, name: str) -> str:
@@ -74,7 +68,7 @@ def defines_with_return(code: str, name: str) -> bool:
     block = function_block(code, name)
     if not block:
         return False
-    tree = _parse(textwrap.dedent(block))
+    tree = try_parse_module(textwrap.dedent(block))
     if tree is None:  # the original checks the text; so do we when the block does not parse
         return re.search(r"\breturn\b", block) is not None
     return any(isinstance(node, ast.Return) for node in ast.walk(tree))
@@ -185,7 +179,7 @@ def magrpo_code_reward(
     levels["main_defined"] = 0.6
 
     program = "\n\n".join(part for part in (aux_code.strip("\n"), main_code.strip("\n")) if part.strip())
-    tree = _parse(program)
+    tree = try_parse_module(program)
     if tree is None:
         return done(1)
     levels["syntax"] = 0.5

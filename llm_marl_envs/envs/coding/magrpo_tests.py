@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_marl_envs.core.magrpo_episode import OFFICIAL_DATA_SLICES, official_split
+from llm_marl_envs.core.python_source import parse_python
 from llm_marl_envs.sandbox.splitting import split_tests
 from llm_marl_envs.sandbox.types import STATUSES
 
@@ -119,7 +120,7 @@ def official_tests(record: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _bound_names(import_line: str) -> set[str]:
     try:
-        tree = ast.parse(import_line)
+        tree = parse_python(import_line)
     except SyntaxError:
         return set()
     names = set()
@@ -131,7 +132,7 @@ def _bound_names(import_line: str) -> set[str]:
 
 def _with_imports(case: str, bindings: list[tuple[str, set[str]]]) -> str:
     try:
-        tree = ast.parse(case)
+        tree = parse_python(case)
     except (SyntaxError, ValueError):
         return case  # a multi-line assert's first line: it fails as in the original
     read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}

@@ -10,6 +10,8 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from llm_marl_envs.core.python_source import parse_python, try_parse_module
+
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 MAX_TESTER_ASSERTS = 10
 """Only the first asserts a tester writes are run, so a tester cannot flood the executor."""
@@ -75,7 +77,7 @@ def _complete_statements(code: str) -> str:
 def syntax_error(code: str) -> str | None:
     """``None`` when ``code`` parses, else a one-line description of the syntax error."""
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError as error:
         return f"line {error.lineno}: {error.msg}"
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting
@@ -83,16 +85,9 @@ def syntax_error(code: str) -> str | None:
     return None
 
 
-def _parse(code: str) -> ast.Module | None:
-    try:
-        return ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
 def defined_functions(code: str) -> set[str]:
     """Names of the top-level functions ``code`` defines (empty when it does not parse)."""
-    tree = _parse(code)
+    tree = try_parse_module(code)
     if tree is None:
         return set()
     return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -135,7 +130,7 @@ def role_function(code: str, name: str, others: Collection[str] = ()) -> str:
     redefined, ``def main()``, calls and prints at top level — and the last definition of a name is the one Python
     runs, so the part it was asked for was overwritten by what came after it.
     """
-    tree = _parse(code)
+    tree = try_parse_module(code)
     if tree is None:
         return code
     target = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -162,7 +157,7 @@ def role_function(code: str, name: str, others: Collection[str] = ()) -> str:
 
 def calls_function(code: str, caller: str, callee: str) -> bool:
     """Whether the top-level function ``caller`` in ``code`` calls ``callee`` by name."""
-    tree = _parse(code)
+    tree = try_parse_module(code)
     if tree is None:
         return False
     for node in tree.body:
@@ -179,7 +174,7 @@ def prompt_preamble(prompt: str, entry_point: str) -> str:
 
     HumanEval prompts import ``typing`` names and sometimes define functions the entry point must use.
     """
-    tree = _parse(prompt + "\n    pass\n") or _parse(prompt)
+    tree = try_parse_module(prompt + "\n    pass\n") or try_parse_module(prompt)
     if tree is None:
         return ""
     source = prompt + "\n    pass\n"
@@ -200,7 +195,7 @@ def split_prompt(prompt: str, entry_point: str) -> tuple[str, str]:
     shown as prose above the code, the docstring informs the answer without being copied.
     """
     source = prompt.rstrip() + "\n    pass\n"
-    tree = _parse(source)
+    tree = try_parse_module(source)
     functions = [node for node in (tree.body if tree else ()) if isinstance(node, ast.FunctionDef)
                  and node.name == entry_point]
     if not functions:
@@ -217,7 +212,7 @@ def split_prompt(prompt: str, entry_point: str) -> tuple[str, str]:
 
 def extract_asserts(code: str, limit: int = MAX_TESTER_ASSERTS) -> list[str]:
     """The top-level ``assert`` statements of ``code`` (at most ``limit``), each as standalone source."""
-    tree = _parse(code)
+    tree = try_parse_module(code)
     if tree is None:
         return []
     asserts = [ast.get_source_segment(code, node) for node in tree.body if isinstance(node, ast.Assert)]
