@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import inspect
 import json
 import re
 import time
@@ -45,6 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.progress import EpisodeProgress
 from llm_marl_envs.registry import ENV_NAMES
 
 CONDITIONS: tuple[tuple[str, tuple[str, ...], int], ...] = (
@@ -106,10 +108,10 @@ def reply_endings(steps: Sequence[Any], done_offer: str | None = None) -> dict[s
 
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
             policy: Any, max_turns: int, done_offer: str | None = None, first_seed: int = 0,
-            end_quorum: str | None = None) -> dict[str, Any]:
+            end_quorum: str | None = None, progress: EpisodeProgress | None = None) -> dict[str, Any]:
     """Play ``episodes`` untrained episodes (seeds ``first_seed`` on) and return the shares and means (see the module
     docstring); ``done_offer`` and ``end_quorum``: the env's settings of those names (``None``: its defaults; the
-    figures record the quorum played)."""
+    figures record the quorum played). ``progress`` hears every turn and episode."""
     from llm_marl_baselines.collaboration import get_baseline, run_episodes
     from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.envs.coding.program import calls_function, defined_functions
@@ -127,8 +129,12 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
                   **({} if end_quorum is None else {"end_quorum": end_quorum})}
     started = time.perf_counter()
     seeds = range(first_seed, first_seed + episodes)
+    callbacks: dict[str, Any] = {}
+    if progress is not None and "on_episode" in inspect.signature(run_episodes).parameters:  # older checkouts: none
+        progress.begin(f"{env} {baseline}")
+        callbacks = {"on_turn": progress.on_turn, "on_episode": progress.on_episode}
     results = run_episodes(baseline, env, policy, settings, seeds=seeds, num_agents=num_agents, split=split,
-                           max_turns=max_turns, env_kwargs=env_kwargs, records=False)
+                           max_turns=max_turns, env_kwargs=env_kwargs, records=False, **callbacks)
     played = make_env(env, num_agents=1, **env_kwargs)
     tasks = played.task_source
     rows = []
@@ -226,13 +232,14 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.max_turns} turns: {len(args.envs) * len(chosen) * args.episodes} episodes", flush=True)
     policy = LocalModelPolicy()
     figures = []
-    for env in args.envs:
-        for label, baselines, size in chosen:
-            row = measure(env, _baseline(baselines), size, args.episodes, args.split, args.max_new_tokens, policy,
-                          args.max_turns, done_offer, args.first_seed, args.end_quorum)
-            row["label"] = label
-            figures.append(row)
-            print(_line(row), flush=True)
+    with EpisodeProgress(len(args.envs) * len(chosen) * args.episodes, args.max_turns, tag="default_team") as progress:
+        for env in args.envs:
+            for label, baselines, size in chosen:
+                row = measure(env, _baseline(baselines), size, args.episodes, args.split, args.max_new_tokens,
+                              policy, args.max_turns, done_offer, args.first_seed, args.end_quorum, progress)
+                row["label"] = label
+                figures.append(row)
+                progress.write(_line(row))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {"split": args.split, "max_turns": args.max_turns, "figures": figures}

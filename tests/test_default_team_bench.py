@@ -82,3 +82,20 @@ def test_writing_figures_and_the_single_agent_condition() -> None:
     row = measure("writing", baseline, 2, episodes=2, split="eval", tokens=16, policy=ScriptedPolicy(), max_turns=4)
     assert row["num_agents"] == 1 and row["max_turns"] == 4 and "helper_defined_share" not in row
     assert row["mean_turns"] == 2.0 and row["early_end_share"] == 1.0
+
+
+def test_every_turn_and_episode_prints_a_progress_line() -> None:
+    import io
+
+    from llm_marl_benchmarks.progress import EpisodeProgress
+
+    stream = io.StringIO()
+    with EpisodeProgress(2, 4, tag="default_team", stream=stream, live=False) as progress:
+        row = measure("coding", "plain", 2, episodes=2, split="eval", tokens=16, policy=ScriptedPolicy(),
+                      max_turns=4, progress=progress)
+    lines = stream.getvalue().splitlines()
+    # The scripted team ends both episodes at turn 2: 2 turns each, then one line per episode that ended.
+    assert sum("turn" in line and "done" not in line for line in lines) == 4
+    assert sum(" done: return " in line for line in lines) == row["episodes"] == 2
+    assert all(line.startswith("[default_team] coding plain") and "ETA" in line for line in lines)
+    assert "2/2 episodes · 4 turns" in lines[-1]
