@@ -5,8 +5,10 @@
 # paired by task and seed. It prints a progress line per turn of each running batch, writes OUT/report.md and prints
 # the headline: per env, trained vs untrained vs single on quality, pass rate, turns to the end, critical-path tokens
 # and wall time (each pair a difference with its 95 % CI and p; team return between the teams only), then the seeds'
-# three figures beside ours. Time after set-up: 96 episodes in 8 min 42 s on 2 idle cores (2026-11-26, the teams
-# trained on the final envs; docs/results/study-main/).
+# three figures beside ours. Time after set-up: 96 episodes in 8 min 42 s on 2 idle cores with native bf16
+# (2026-11-26, writing ending under "all": docs/results/study-main-quorum-all/), 27 min 15 s on 2 idle cores of an
+# AMD EPYC without native bf16, where the policies run in float32 (2026-11-27, writing's default "half":
+# docs/results/study-main/).
 # Extra arguments go to `llm-marl bench study` (e.g. --out DIR; --train to train the teams from scratch first with the
 # shipped recipes' settings; --preset results for the README's results table; --preset full --train for the seeds'
 # design).

@@ -315,8 +315,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "main": {
         # The main job (scripts/study.sh): the shipped 2-agent teams against the untrained team and one agent, on 16
-        # held-out tasks per env (one pair each), at the study's turn budget: 96 episodes in 8 min 42 s on 2 idle CPU
-        # cores after set-up (see scripts/study.sh).
+        # held-out tasks per env (one pair each), at the study's turn budget: 96 episodes in 9 to 27 min on 2 idle CPU
+        # cores after set-up, with and without native bf16 (see scripts/study.sh).
         "design": {"team_sizes": (2,), "conditions": SEEDS_CONDITIONS, "cell_episodes": {2: 16}, "tasks": 16},
         "training": {},
         "teams": "builtin",
