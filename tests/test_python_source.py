@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from llm_marl_envs.core.python_source import parse_python, try_parse_module
+from llm_marl_envs.envs.coding.quality import code_metrics
 from llm_marl_envs.sandbox.splitting import split_tests
 
 SOURCE = "def aux(x):\n    return [[[[(x + 1) * 2 for _ in range(3)]]]]\n" * 50
@@ -51,8 +52,9 @@ def switch_often():
 def test_parsing_on_many_threads_at_once_never_trips_the_ast_constructor(switch_often):
     errors: list[str] = []
     parsers = [lambda: parse_python(SOURCE), lambda: try_parse_module(SOURCE),
-               lambda: split_tests("assert f(1) == 2\nassert f(2) == 3\n" * 20, "f")]
-    threads = [threading.Thread(target=_hammer, args=(parsers[i % len(parsers)], 120, errors)) for i in range(6)]
+               lambda: split_tests("assert f(1) == 2\nassert f(2) == 3\n" * 20, "f"),
+               lambda: code_metrics(SOURCE)]  # radon parses inside
+    threads = [threading.Thread(target=_hammer, args=(parsers[i % len(parsers)], 60, errors)) for i in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

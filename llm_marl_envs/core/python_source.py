@@ -4,7 +4,7 @@ CPython 3.11 before 3.11.8 keeps the AST constructor's recursion counter per int
 thread switch lands inside a parse (a garbage collection can run ``__del__`` code there) and another thread parses
 meanwhile, the first fails with ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905). The
 sandbox splits tests on its worker threads while the coding env parses drafts on the caller's thread, so both take
-:data:`PARSE_LOCK`.
+:data:`PARSE_LOCK`, and so does any library call that parses inside (radon's metrics in ``envs/coding/quality.py``).
 """
 
 from __future__ import annotations

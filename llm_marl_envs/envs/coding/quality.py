@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_marl_envs.core.python_source import PARSE_LOCK
+
 TERM_WEIGHTS: dict[str, float] = {
     "pass_rate": 0.8,
     "syntax": 0.1,
@@ -42,9 +44,10 @@ def code_metrics(code: str) -> dict[str, Any]:
     from radon.raw import analyze
 
     try:
-        blocks = cc_visit(code)
-        maintainability = mi_visit(code, multi=True)
-        raw = analyze(code)
+        with PARSE_LOCK:  # radon parses with ast.parse: the same thread-safety rule as our own parses
+            blocks = cc_visit(code)
+            maintainability = mi_visit(code, multi=True)
+            raw = analyze(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
         return {"parsed": False}
     complexities = [block.complexity for block in blocks]
