@@ -6,8 +6,9 @@
 
 Every option of :class:`llm_marl_trainers.config.TrainerConfig` can be given in the YAML file; command-line options win.
 A bad option is one clear error before any model loads. Without a GPU the ``cpu`` profile fills the options neither the
-flags nor the YAML set (:data:`CPU_PROFILE`: a bfloat16 base, 2 turns, G = 3, short completions — about a minute a
-step on 2 cores with the default model); ``--profile full`` keeps the dataclass defaults, the seeds' settings.
+flags nor the YAML set (:data:`CPU_PROFILE`: a bfloat16 base where the CPU has native bf16, float32 where it has
+not, 2 turns, G = 3, short completions — about a minute a step on 2 cores with the default model); ``--profile
+full`` keeps the dataclass defaults, the seeds' settings.
 Before the first step the command prints what one step will generate (tree nodes, completions, tokens) and a measured
 estimate of its time (:mod:`llm_marl_trainers.plan`; ``--no-estimate`` skips the few seconds it costs), then one
 progress line per step: reward mean and std, the share of zero-std groups, loss, step time and ETA (a live bar on a
@@ -50,16 +51,17 @@ _LIST_FLAGS: dict[str, str] = {
 
 
 CPU_PROFILE: dict[str, Any] = {
-    "dtype": "bfloat16",
     "num_generations": 3,
     "max_completion_length": None,
     "micro_batch_size": 8,
     "max_turns": 2,
 }
-"""What ``--profile cpu`` (the default without a GPU) sets where neither the flags nor the YAML do: a bfloat16 base
-(about twice as fast as float32 on these CPUs; the adapters stay float32), trees of 2 turns with G = 3 (2·3 + 3·6 =
-24 completions for 2 agents) and completions as long as the env's roles need (``max_completion_length`` None: the
-env's ``suggested_max_new_tokens()``; ``max_turns`` goes to ``env_kwargs``)."""
+"""What ``--profile cpu`` (the default without a GPU) sets where neither the flags nor the YAML do: besides these,
+the base in the fastest dtype this CPU computes natively (:func:`cpu_native_dtype`: bfloat16 with AVX512-BF16/AMX,
+about twice as fast as float32 there; float32 without, where bf16 matmuls are emulated and about 50x slower; the
+adapters stay float32), trees of 2 turns with G = 3 (2·3 + 3·6 = 24 completions for 2 agents) and completions as
+long as the env's roles need (``max_completion_length`` None: the env's ``suggested_max_new_tokens()``;
+``max_turns`` goes to ``env_kwargs``)."""
 
 PROFILES: tuple[str, ...] = ("auto", "cpu", "full")
 
@@ -122,11 +124,22 @@ def resolve_profile(profile: str) -> str:
     return "full" if torch.cuda.is_available() else "cpu"
 
 
+def cpu_native_dtype() -> str:
+    """``bfloat16`` where this CPU computes it natively (AVX512-BF16 or AMX), else ``float32``: the choice of
+    :func:`llm_marl_baselines.models.choose_dtype` for ``auto`` on a CPU. (The trainer's own ``auto`` stays float32 on
+    every CPU, for exact updates and resumes.)"""
+    from llm_marl_baselines.models import choose_dtype
+
+    return choose_dtype("auto", "cpu")
+
+
 def apply_cpu_profile(values: dict[str, Any]) -> dict[str, Any]:
     """``values`` with :data:`CPU_PROFILE` filling what they leave unset."""
     from llm_marl_envs.registry import make_env
 
     values = dict(values)
+    if "dtype" not in values:
+        values["dtype"] = cpu_native_dtype()
     for name, value in CPU_PROFILE.items():
         if name == "max_turns":
             values["env_kwargs"] = {"max_turns": value, **dict(values.get("env_kwargs") or {})}
@@ -263,4 +276,5 @@ def format_step(row: dict[str, Any]) -> str:
             f"zero-std groups {zero:.0%}, {loss}, {row.get('step_time', math.nan):.1f} s")
 
 
-__all__ = ["CPU_PROFILE", "StepProgress", "build_config", "format_step", "print_plan", "register", "run"]
+__all__ = ["CPU_PROFILE", "StepProgress", "build_config", "cpu_native_dtype", "format_step", "print_plan", "register",
+           "run"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from llm_marl_benchmarks import bench, cli
+from llm_marl_benchmarks.train import cpu_native_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,7 +104,7 @@ def test_train_writes_a_team_that_demo_adapters_plays(tmp_path: Path, capsys: py
     # The plan and a measured estimate first (no GPU here: the cpu profile, which keeps what the flags set).
     assert ("[train] one step: 1 tree(s) x 1 turn(s), 2 agent(s), 2 children per node: 3 nodes, 4 completions "
             "(generate calls of 4 rows), at most 24 completion tokens; G = 2 (aligned), 6 new tokens at most, "
-            "bfloat16 base on cpu") in text
+            f"{cpu_native_dtype()} base on cpu") in text
     assert re.search(r"\[train\] estimated [\d.]+ s a step \(generation [\d.]+ s, update [\d.]+ s; measured in "
                      r"[\d.]+ s\): 2 step\(s\) take about [\d.]+ s", text)
     # Not a terminal: one plain line per step with the reward, zero-std groups, the step time and the ETA.

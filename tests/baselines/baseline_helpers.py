@@ -13,8 +13,10 @@ ENV_KWARGS: dict[str, dict[str, Any]] = {
 
 
 @functools.cache
-def default_model(dtype: str = "bfloat16") -> Any:
-    """The offline default model (SmolLM2-135M-Instruct), loaded once per process and dtype."""
+def default_model(dtype: str = "auto") -> Any:
+    """The offline default model (SmolLM2-135M-Instruct), loaded once per process and dtype. ``auto`` is what users
+    get: bfloat16 on CPUs with native bf16, float32 elsewhere (there bf16 matmuls are emulated, about 50x slower, and
+    the suite's model tests took minutes each)."""
     from llm_marl_baselines.models import load_model
 
     return load_model(None, dtype=dtype, device="cpu")

@@ -22,11 +22,12 @@ REQUESTS = [
 
 
 def test_default_model_resolves_offline_with_left_padding() -> None:
-    loaded = default_model()
+    loaded = default_model("bfloat16")
     assert Path(loaded.source) == models.default_model_cache_dir()
     assert loaded.tokenizer.padding_side == "left" and loaded.tokenizer.pad_token is not None
     assert loaded.dtype == "bfloat16" and loaded.device == "cpu"
     assert str(next(loaded.model.parameters()).dtype) == "torch.bfloat16"
+    assert default_model().dtype == models.choose_dtype("auto", "cpu")  # what the other model tests run in
     marker = json.loads((models.default_model_cache_dir() / "llm_marl_conversion.json").read_text())
     assert marker["source"].endswith(models.DEFAULT_GGUF_FILE)
 
