@@ -92,7 +92,7 @@ class TrainingPlan:
     own: multi-turn trees as the study plays them, so that finishing early (the turn cost) is learnable."""
 
     recipes: bool = True
-    """Use the shipped teams' recipes where they exist (the smoke preset does not: it trains for 2 steps)."""
+    """Use the shipped teams' recipes where they exist (the smoke preset does not: it trains for 1 step)."""
     steps_override: int | None = None
     """``--train-steps``: the steps of every team, recipe or not."""
     steps: int = 50
@@ -332,10 +332,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "smoke": {
         # Small enough for 2 CPU cores in minutes with the default model: the machinery end to end (training,
-        # three conditions, report), not a result.
-        "design": {"team_sizes": (2,), "episodes": 12, "tasks": 2, "max_turns": 2, "max_new_tokens": 48},
-        "training": {"recipes": False, "steps": 2, "num_generations": 2, "envs_per_step": 1,
-                     "max_completion_length": 32, "learning_rate": 1e-3},
+        # three conditions, report), not a result. One training step of 2-turn trees per team: each step re-reads
+        # every completion's prompt in the update, and a second step exercised nothing the trainer's tests do not.
+        "design": {"team_sizes": (2,), "episodes": 12, "tasks": 2, "max_turns": 2, "max_new_tokens": 32},
+        "training": {"recipes": False, "steps": 1, "num_generations": 2, "envs_per_step": 1,
+                     "max_completion_length": 24, "learning_rate": 1e-3},
         "teams": "train",
     },
 }
