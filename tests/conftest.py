@@ -38,22 +38,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep = [item for item in items if (item.get_closest_marker("serial") is not None) == (phase == "serial")]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
-    if phase == "parallel":
-        items[:] = _longest_modules_first(items)
-
-
-def _longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """``items`` with whole modules reordered so those holding the most ``slow`` (then ``model``) tests come first;
-    order within a module kept, so module-scoped fixtures are still set up once. Why: pytest-xdist hands tests out in
-    collection order, and a minutes-long test collected last left one worker running alone for minutes at the end of
-    the parallel phase (longest jobs first is the classic remedy for that tail)."""
-    modules: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(str(item.fspath), []).append(item)
-
-    def weight(module: list[pytest.Item]) -> tuple[int, int]:
-        return (sum(item.get_closest_marker("slow") is not None for item in module),
-                sum(item.get_closest_marker("model") is not None for item in module))
-
-    ordered = sorted(modules.values(), key=weight, reverse=True)  # stable: equal weights keep collection order
-    return [item for module in ordered for item in module]
