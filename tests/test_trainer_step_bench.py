@@ -21,19 +21,22 @@ CASES = {
 """Every case of one G: (agents, prompts per agent per step)."""
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    path = tmp_path_factory.mktemp("bench") / "trainer_step.json"
+@pytest.mark.slow
+def test_a_tiny_run_reports_every_case_its_ratios_and_its_settings(tmp_path: Path) -> None:
+    """One run of the bench, checked three ways. One test, not three sharing a module fixture: pytest-xdist may deal
+    such tests to both workers, and then each runs the 90-second bench for itself (seen in a parallel run)."""
+    path = tmp_path / "trainer_step.json"
     status = trainer_step.main(["--tiny", "--steps", "1", "--warmup", "0", "--new-tokens", str(NEW_TOKENS),
                                 "--groups", str(GROUP), "--json", str(path)])
     report = json.loads(Path(path).read_text(encoding="utf-8"))
     errors = {row["name"]: row["error"] for row in report["cases"] if "error" in row}
     assert status == 0 and not errors, errors
-    return report
+    _every_case_ran_with_fixed_length_completions_and_positive_finite_figures(report)
+    _ratios_are_the_ratios_of_the_reported_medians(report)
+    _the_report_describes_the_run(report)
 
 
-@pytest.mark.slow
-def test_every_case_ran_with_fixed_length_completions_and_positive_finite_figures(report: dict) -> None:
+def _every_case_ran_with_fixed_length_completions_and_positive_finite_figures(report: dict) -> None:
     rows = {row["name"]: row for row in report["cases"]}
     assert sorted(rows) == sorted(CASES)
     for name, (agents, prompts) in CASES.items():
@@ -56,8 +59,7 @@ def test_every_case_ran_with_fixed_length_completions_and_positive_finite_figure
             assert row["share_prefix"] is (not name.startswith("ours_n2_repeated")), name
 
 
-@pytest.mark.slow
-def test_ratios_are_the_ratios_of_the_reported_medians(report: dict) -> None:
+def _ratios_are_the_ratios_of_the_reported_medians(report: dict) -> None:
     step = {row["name"]: row["median_step_s"] for row in report["cases"]}
     memory = {row["name"]: row["peak_memory_gib"] for row in report["cases"]}
     expected = {
@@ -76,8 +78,7 @@ def test_ratios_are_the_ratios_of_the_reported_medians(report: dict) -> None:
     assert report["targets"] == trainer_step.TARGETS
 
 
-@pytest.mark.slow
-def test_the_report_describes_the_run(report: dict) -> None:
+def _the_report_describes_the_run(report: dict) -> None:
     assert report["benchmark"] == "trainer_step"
     assert (report["steps"], report["warmup"], report["new_tokens"], report["groups"]) == (1, 0, NEW_TOKENS, [GROUP])
     assert report["device"] == "cpu" and report["dtype"] == "float32"
