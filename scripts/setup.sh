@@ -59,16 +59,10 @@ if [ -n "$apt_pid" ]; then
   rm -f "$apt_log"
 fi
 
-# bwrap: isolation without Docker, and what executor="auto" runs on when no engine with the image answers.
+# bwrap: isolation without Docker, and what executor="auto" runs on when no engine with the image answers. As root
+# with apt-get the background step above installed it; otherwise say so.
 if ! command -v bwrap >/dev/null 2>&1; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    log "installing bubblewrap with apt-get"
-    source scripts/apt_get.sh
-    apt_get update -qq
-    apt_get install -y -qq bubblewrap >/dev/null
-  else
-    log "bwrap is missing and this is not root with apt-get: install bubblewrap for the sandbox without Docker"
-  fi
+  log "bwrap is missing and this is not root with apt-get: install bubblewrap for the sandbox without Docker"
 fi
 
 if [ "${SKIP_DOCKER:-0}" = "1" ]; then
