@@ -30,7 +30,13 @@ phase() {
 echo "[test] pytest: tests not marked serial, $WORKERS workers"
 LLM_MARL_TEST_PHASE=parallel OMP_NUM_THREADS=$THREADS phase -n "$WORKERS" "$@"
 echo "[test] pytest: serial tests"
-LLM_MARL_TEST_PHASE=serial phase "$@"
+# With no arguments the serial phase collects only tests/sandbox, where every serial test lives: collecting the whole
+# suite imports every test module's libraries again (about 20 s) to deselect them all.
+if [ "$#" -eq 0 ]; then
+    LLM_MARL_TEST_PHASE=serial phase tests/sandbox
+else
+    LLM_MARL_TEST_PHASE=serial phase "$@"
+fi
 for status in "${statuses[@]}"; do
     if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
 done

@@ -4,6 +4,7 @@ they run every test once, and the sandbox suite, which counts machine-wide state
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,15 @@ def test_the_two_phases_split_the_suite_and_keep_the_sandbox_suite_serial() -> N
 def test_an_unknown_phase_is_a_usage_error() -> None:
     status, names, error = collected("both")
     assert status == 4 and not names and "LLM_MARL_TEST_PHASE: expected 'parallel', 'serial' or unset" in error
+
+
+def test_serial_tests_live_only_in_the_sandbox_folder() -> None:
+    """scripts/test.sh collects only tests/sandbox for the serial phase when given no arguments, so a test marked
+    ``serial`` anywhere else would never run there (and never in the parallel phase either)."""
+    # tests/conftest.py marks tests/sandbox (checked above); no test module may mark a test of its own.
+    marked = [path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("*.py")
+              if path.name != "conftest.py" and not path.is_relative_to(ROOT / "tests" / "sandbox")
+              and re.search(r"mark\.serial\b|pytestmark\s*=.*serial", path.read_text(encoding="utf-8"))]
+    assert marked == [], marked
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    assert "LLM_MARL_TEST_PHASE=serial phase tests/sandbox" in script
