@@ -1,7 +1,7 @@
 """CoMLRL's own MAGRPOTrainer on the suite's envs (llm_marl_trainers.comlrl_adapter): each agent's prompt is its own
 observation, the reward CoMLRL sees for a joint completion is what a fresh env pays for the same joint action after the
-same history (single and multi-turn, aligned and cross trees), turn-2 prompts carry the env's feedback, two real steps
-run with the default model on both envs, and bad settings fail with one clear error."""
+same history (single and multi-turn, aligned and cross trees), turn-2 prompts carry the env's feedback, the default
+model trains a two-turn writing tree and two coding steps, and bad settings fail with one clear error."""
 
 from __future__ import annotations
 
@@ -237,8 +237,11 @@ def _assert_lora_moved(trainer: Any, before: tuple[dict[str, Any], dict[str, Any
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_thread")
 def test_two_turns_with_the_default_model_pay_the_envs_rewards(short_tasks: str) -> None:
+    """Writing's tree of two turns; the bridge's records are what CoMLRL was paid, and each replays to its reward. (Two
+    steps run in the coding test below; a 1-turn writing run of two steps added a minute of one core and nothing that
+    these two do not check.)"""
     trainer = magrpo_trainer("writing", 2, args=_default_args(num_turns=2, max_new_tokens=12), seeds=[1],
-                             similarity="tfidf", dataset=short_tasks)
+                             similarity="tfidf", dataset=short_tasks, bridge_kwargs={"keep_records": True})
     trainer.verbose = False
     tape = _Tape(trainer)
     before = _lora_snapshot(trainer)
@@ -248,25 +251,7 @@ def test_two_turns_with_the_default_model_pay_the_envs_rewards(short_tasks: str)
     rewards = _check_tree_against_env(tree, env, trainer.tokenizer, seed=1)
     assert len(rewards) == 2 + 2 * 2 and len(set(rewards)) > 1, "all rewards tied: the check could not tell branches"
     assert all(OWN_DRAFT_LABEL in prompt for child in tree["children"] for prompt in child["prompts"])
-    _assert_lora_moved(trainer, before)
-
-
-@pytest.mark.model
-@pytest.mark.slow
-@pytest.mark.usefixtures("one_thread")
-def test_two_steps_with_the_default_model_on_writing(short_tasks: str) -> None:
-    trainer = magrpo_trainer("writing", 2, args=_default_args(), seeds=[0, 1], similarity="tfidf",
-                             dataset=short_tasks, bridge_kwargs={"keep_records": True})
-    trainer.verbose = False
-    tape = _Tape(trainer)
-    before = _lora_snapshot(trainer)
-    trainer.train()
-    trees = tape.trees(num_agents=2, group=2, joint_mode="aligned", num_turns=1)
-    assert len(trees) == 2
-    env = make_env("writing", num_agents=2, similarity="tfidf", dataset=short_tasks, max_turns=1)
-    for tree, seed in zip(trees, [0, 1], strict=True):
-        _check_tree_against_env(tree, env, trainer.tokenizer, seed)
-    assert [r.reward for r in trainer.bridge.records] == [r for t in trees for r in t["rewards"]]
+    assert sorted(r.reward for r in trainer.bridge.records) == sorted(rewards)
     assert all(trainer.bridge.replay(r) == pytest.approx(r.reward) for r in trainer.bridge.records)
     _assert_lora_moved(trainer, before)
 
