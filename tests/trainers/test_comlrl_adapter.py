@@ -201,6 +201,7 @@ def test_a_cross_tree_of_two_turns_pays_the_envs_rewards_and_shows_the_envs_feed
     for tree, seed in zip(trees, [0, 1], strict=True):
         rewards += _check_tree_against_env(tree, env, tokenizer, seed)
     assert len(rewards) == 2 * (4 + 4 * 4)
+    assert len(set(rewards)) > 1, "all rewards tied: the check could not tell branches"
     assert all(OWN_DRAFT_LABEL in prompt for tree in trees for child in tree["children"] for prompt in child["prompts"])
     # The bridge's records are what CoMLRL was paid, turn-2 ones included, and each replays to its reward.
     assert sorted(r.reward for r in bridge.records) == sorted(rewards)
