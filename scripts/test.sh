@@ -21,9 +21,10 @@ THREADS=$("$VENV/bin/python" -c "import os; print(max(1, len(os.sched_getaffinit
 # Both phases always run. Exit status: the first phase's failure, else the second's; 5 (no test selected) only when
 # neither phase selected a test (e.g. a -k that matches nothing).
 statuses=()
+# --durations: each phase ends with its slowest tests, so a log shows where the suite's time goes.
 phase() {
     local status=0
-    "$VENV/bin/pytest" -q -ra "$@" || status=$?
+    "$VENV/bin/pytest" -q -ra --durations=25 "$@" || status=$?
     statuses+=("$status")
 }
 
