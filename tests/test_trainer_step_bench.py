@@ -22,6 +22,7 @@ CASES = {
 
 
 @pytest.mark.slow
+@pytest.mark.beside_serial  # CPU-bound, the writing env's prompts only: no sandbox in any case
 def test_a_tiny_run_reports_every_case_its_ratios_and_its_settings(tmp_path: Path) -> None:
     """One run of the bench, checked three ways. One test, not three sharing a module fixture: pytest-xdist may deal
     such tests to both workers, and then each runs the 90-second bench for itself (seen in a parallel run)."""

@@ -87,6 +87,7 @@ def test_the_race_refuses_bad_settings_before_loading_anything() -> None:
 
 @pytest.mark.model
 @pytest.mark.slow
+@pytest.mark.beside_serial  # CPU-bound, on the writing env (the race's default): no sandbox
 @pytest.mark.timeout(1200)
 def test_a_tiny_race_runs_both_trainers_and_writes_its_figures_and_plot(tmp_path: Path) -> None:
     out, png = tmp_path / "race.json", tmp_path / "race.png"
