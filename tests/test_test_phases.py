@@ -59,7 +59,8 @@ RUNS_A_PROGRAM = r"""
 import pytest
 from llm_marl_envs.sandbox import make_executor
 
-@pytest.mark.beside_serial
+pytestmark = pytest.mark.beside_serial
+
 def test_runs_a_program():
     with make_executor("local") as executor:
         report = executor.run("def f(x):\n    return x\n", ["assert f(1) == 1"])
@@ -89,7 +90,22 @@ def test_serial_tests_live_only_in_the_sandbox_folder() -> None:
     # tests/conftest.py marks tests/sandbox (checked above); no test module may mark a test of its own.
     marked = [path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("*.py")
               if path.name != "conftest.py" and not path.is_relative_to(ROOT / "tests" / "sandbox")
-              and re.search(r"mark\.serial\b|pytestmark\s*=.*serial", path.read_text(encoding="utf-8"))]
+              and re.search(r"mark\.serial\b|pytestmark\s*=.*\bserial\b", path.read_text(encoding="utf-8"))]
     assert marked == [], marked
     script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
     assert "LLM_MARL_TEST_PHASE=serial phase tests/sandbox" in script
+
+
+def test_beside_serial_tests_are_marked_where_test_sh_looks_for_them() -> None:
+    """With no arguments scripts/test.sh's beside phase collects only the files in which a line starts with the
+    ``@pytest.mark.beside_serial`` decorator: a test marked any other way (``pytestmark``, a parametrize mark) would
+    run in no phase."""
+    this = Path(__file__).resolve()
+    for path in (ROOT / "tests").rglob("*.py"):
+        if path.name == "conftest.py" or path.resolve() == this:
+            continue
+        text = path.read_text(encoding="utf-8")
+        uses = len(re.findall(r"mark\.beside_serial\b", text))
+        assert uses == len(re.findall(r"^@pytest\.mark\.beside_serial\b", text, re.MULTILINE)), path
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    assert "grep -rlE --include='test_*.py' '^@pytest\\.mark\\.beside_serial\\b' tests" in script

@@ -238,8 +238,10 @@ def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_pa
     """The smoke preset's path with the default model: train a 2-agent team briefly, evaluate the three conditions,
     report. On writing only: the study trains and plays every env through the same code, the scripted smoke test above
     runs both envs through it, and the main-preset test below plays coding with the default model in the sandbox
-    (both envs here took 5 to 6 min of one core, the suite's longest test)."""
-    argv = ["--preset", "smoke", "--envs", "writing", "--similarity", "tfidf", "--out", str(tmp_path)]
+    (both envs here took 5 to 6 min of one core, the suite's longest test). One pair a condition: the preset's 12
+    episodes took 100 of this test's 170 s (prefilling the writing tasks' long prompts) and ran no other code."""
+    argv = ["--preset", "smoke", "--envs", "writing", "--pairs", "1", "--tasks", "1", "--similarity", "tfidf",
+            "--out", str(tmp_path)]
     assert main(argv) == 0
     rows = logged(tmp_path)
     assert {r["key"] for r in rows} == planned_keys(argv) and {r["env"] for r in rows} == {"writing"}
