@@ -24,9 +24,10 @@ THREADS=$("$VENV/bin/python" -c "import os; print(max(1, len(os.sched_getaffinit
 # when no phase selected a test (e.g. a -k that matches nothing).
 statuses=()
 # --durations: each phase ends with its slowest tests, so a log shows where the suite's time goes.
+PYTEST=("$VENV/bin/pytest" -q -ra --durations=25)
 phase() {
     local status=0
-    "$VENV/bin/pytest" -q -ra --durations=25 "$@" || status=$?
+    "${PYTEST[@]}" "$@" || status=$?
     statuses+=("$status")
 }
 
@@ -41,8 +42,7 @@ beside_args=("$@")
 if [ "$#" -eq 0 ]; then
     mapfile -t beside_args < <(grep -rlE --include='test_*.py' '^@pytest\.mark\.beside_serial\b' tests | sort)
 fi
-LLM_MARL_TEST_PHASE=beside OMP_NUM_THREADS=1 "$VENV/bin/pytest" -q -ra --durations=25 "${beside_args[@]}" \
-    >"$beside_log" 2>&1 &
+LLM_MARL_TEST_PHASE=beside OMP_NUM_THREADS=1 "${PYTEST[@]}" "${beside_args[@]}" >"$beside_log" 2>&1 &
 beside_pid=$!
 trap 'kill "$beside_pid" 2>/dev/null || true; rm -f "$beside_log"' EXIT
 # With no arguments the serial phase collects only tests/sandbox, where every serial test lives: collecting the whole
