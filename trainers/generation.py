@@ -78,7 +78,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from llm_marl_baselines.decoding import cache_keyword, left_pad, new_cache, sample_rows
+from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, new_cache, sample_rows
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import Generation, GenerationSettings
 from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
@@ -581,8 +581,9 @@ class TeamModel:
 
     def _generate_rows(self, group: _Group, encoded: list[list[int]], agents: list[str], settings: GenerationSettings,
                        logprobs: bool, min_new_tokens: int) -> list[Generation]:
-        """The reference path: one ``model.generate`` call over every row (``share_prefix=False``); the record text
-        is the decoded continuation, unstripped."""
+        """The reference path: one ``model.generate`` call over every row (``share_prefix=False``), drawing its
+        tokens with :func:`~llm_marl_baselines.decoding.sample_rows`' sampler; the record text is the decoded
+        continuation, unstripped."""
         from transformers import LogitsProcessorList, MinNewTokensLengthLogitsProcessor
 
         device = group.loaded.device
@@ -594,9 +595,8 @@ class TeamModel:
             # Ours, after the recorder: transformers would put its own before it, and the recorder would see -inf.
             processors.append(MinNewTokensLengthLogitsProcessor(input_ids.shape[1], min_new_tokens, stop_ids,
                                                                 device=device))
-        sampling: dict[str, Any] = {"do_sample": False}
-        if not settings.greedy:
-            sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
+        if not settings.greedy:  # generate runs greedy on the token our sampler drew: sample_rows' draws
+            processors.append(TopKSampler(settings.temperature, settings.top_p).as_logits_processor())
         kwargs: dict[str, Any] = {}
         routing: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if self.scheme == "stacked":
@@ -610,7 +610,7 @@ class TeamModel:
                 output = group.model.generate(
                     input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=settings.max_new_tokens,
                     pad_token_id=group.pad_id, eos_token_id=stop_ids, logits_processor=LogitsProcessorList(processors),
-                    return_dict_in_generate=True, **sampling, **kwargs,
+                    return_dict_in_generate=True, do_sample=False, **kwargs,
                 )
         finally:
             group.model.train(was_training)

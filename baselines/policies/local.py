@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llm_marl_baselines.decoding import sample_rows
+from llm_marl_baselines.decoding import TopKSampler, sample_rows
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
 
@@ -114,7 +114,8 @@ def generate_records(
 
     ``share_prefix`` (default): requests with the same prompt in one batch (the G samples of a group, several seeds of
     one task) are prefilled once and decoded in a static cache (:func:`llm_marl_baselines.decoding.sample_rows`); False
-    runs ``model.generate`` on every row, the reference path (same samples for the same seed and rows: the tests check).
+    runs ``model.generate`` on every row, the reference path (same samples for the same seed and rows, both drawn by
+    :class:`~llm_marl_baselines.decoding.TopKSampler`: the tests check).
     """
     import torch
 
@@ -168,13 +169,17 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
 def _generate_with_hf(loaded: LoadedModel, model: Any, encoded: list[list[int]], settings: GenerationSettings,
                       logprobs: bool, stop_ids: list[int]) -> tuple[list[list[int]], list[list[float]] | None,
                                                                    list[bool]]:
-    """The reference path: one left-padded ``model.generate`` call over every row."""
+    """The reference path: one left-padded ``model.generate`` call over every row, drawing its tokens with the
+    sampler :func:`~llm_marl_baselines.decoding.sample_rows` uses (``generate`` itself runs greedy on the one token
+    left finite), so both paths give the same samples for the same seed."""
     import torch
+    from transformers import LogitsProcessorList
 
     tokenizer = loaded.tokenizer
     sampling: dict[str, Any] = {"do_sample": False}
     if not settings.greedy:
-        sampling = {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p}
+        sampler = TopKSampler(settings.temperature, settings.top_p)
+        sampling["logits_processor"] = LogitsProcessorList([sampler.as_logits_processor()])
     batch = tokenizer.pad({"input_ids": encoded}, padding=True, return_tensors="pt")
     batch = {key: value.to(loaded.device) for key, value in batch.items()}
     with torch.inference_mode():

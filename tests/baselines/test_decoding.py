@@ -1,9 +1,11 @@
 """The shared-prefix sampler (``baselines/decoding.py``) against transformers' ``generate`` and against itself.
 
 On the tiny random-weight Llama of the baseline tests (fp32, CPU): with the same seed and the same rows, the sampler
-must draw exactly the tokens ``generate`` draws (sampled, greedy, with a minimum length), record the raw-logit
-log-probabilities ``generate``'s logits give, and give the same samples whether each prompt is prefilled once or once
-per row, with a static or a dynamic cache.
+must draw exactly the tokens ``generate`` draws when ``generate`` samples through our sampler (sampled, greedy, with a
+minimum length), record the raw-logit log-probabilities ``generate``'s logits give, and give the same samples whether
+each prompt is prefilled once or once per row, with a static or a dynamic cache. The sampler's distribution is
+``generate``'s own: the probabilities it draws from equal those of transformers' warpers over the whole vocabulary,
+and its draws follow them.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import pytest
 import torch
 from baseline_helpers import tiny_model
 from torch import Tensor
+from transformers import LogitsProcessorList
 
-from llm_marl_baselines.decoding import cache_keyword, left_pad, new_cache, sample_rows
+from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, new_cache, sample_rows
 from llm_marl_baselines.models import LoadedModel
 from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
 from llm_marl_baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
@@ -36,8 +39,8 @@ def generate_reference(loaded: LoadedModel, prompts: list[list[int]], rows: list
     """``model.generate`` over every row (left-padded), cut after the first stop token, with raw-logit logprobs."""
     ids, mask = left_pad([prompts[i] for i in rows], PAD)
     sampling: dict[str, Any] = {"do_sample": False}
-    if temperature:
-        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p}
+    if temperature:  # generate samples through our sampler (it leaves only the drawn token finite)
+        sampling["logits_processor"] = LogitsProcessorList([TopKSampler(temperature, top_p).as_logits_processor()])
     with torch.inference_mode():
         out = loaded.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=min_new,
                                     pad_token_id=PAD, eos_token_id=STOP, return_dict_in_generate=True,
@@ -77,6 +80,59 @@ def test_samples_equal_generate_for_the_same_seed_and_rows(loaded: LoadedModel, 
     assert all(len(row) >= min_new for row in ours.tokens)
     if temperature:  # sampling does vary between the samples of one prompt
         assert len({tuple(t) for t in ours.tokens[:3]}) > 1
+
+
+def full_vocabulary_probs(scores: Tensor, temperature: float, top_p: float, top_k: int) -> Tensor:
+    """What ``generate`` samples from: transformers' warpers over the whole vocabulary, in its order, then softmax."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    for warper in (TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)):
+        scores = warper(None, scores)
+    return torch.softmax(scores, dim=-1)
+
+
+@pytest.mark.parametrize(("temperature", "top_p", "top_k"), [(0.7, 0.95, 50), (1.0, 1.0, 50), (1.3, 0.5, 8),
+                                                             (0.7, 0.95, 5000)])
+def test_the_samplers_distribution_is_generates(temperature: float, top_p: float, top_k: int) -> None:
+    """Top-k candidates first, then transformers' temperature and top-p on them: the same probabilities as the
+    warpers over the whole vocabulary (rows with a -inf stop token, as under a minimum length, included)."""
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(6, 3000, generator=generator) * 3
+    scores[2, :100] = float("-inf")
+    expected = full_vocabulary_probs(scores.clone(), temperature, top_p, top_k)
+    probs, token_ids = TopKSampler(temperature, top_p, top_k).candidates(scores.clone())
+    assert probs.shape[1] == min(top_k, 3000)
+    ours = torch.zeros_like(expected).scatter_(1, token_ids, probs)
+    torch.testing.assert_close(ours, expected, atol=1e-6, rtol=0)
+    assert int((expected > 0).sum()) < expected.numel()  # the warpers did cut something
+
+
+def test_the_samplers_draws_follow_its_distribution() -> None:
+    """20,000 draws from one row: each candidate's frequency within 5 standard errors of its probability, and no
+    token outside the top-p set drawn; a sampler that skipped top-p or the temperature would fail both."""
+    from scipy import stats
+
+    generator = torch.Generator().manual_seed(1)
+    row = torch.randn(1, 500, generator=generator) * 2
+    sampler = TopKSampler(0.7, 0.9)
+    expected = full_vocabulary_probs(row.clone(), 0.7, 0.9, 50)[0]
+    torch.manual_seed(2)
+    draws = sampler(row.expand(20_000, -1).clone())
+    counts = torch.bincount(draws, minlength=500).double()
+    assert counts[expected == 0].sum() == 0
+    support = expected > 0
+    observed, probabilities = counts[support], expected[support].double()
+    standard_errors = (probabilities * (1 - probabilities) / 20_000).sqrt()
+    assert ((observed / 20_000 - probabilities).abs() <= 5 * standard_errors + 1e-9).all()
+    assert stats.chisquare(observed.numpy(), (probabilities / probabilities.sum() * 20_000).numpy()).pvalue > 1e-3
+
+
+def test_the_sampler_refuses_bad_settings() -> None:
+    for bad in ((-0.1, 0.9, 50), (0.7, 0.0, 50), (0.7, 1.5, 50), (0.7, 0.9, -1)):
+        with pytest.raises(ValueError, match="temperature"):
+            TopKSampler(*bad)
+    greedy = TopKSampler(0.0, 1.0)
+    assert greedy(torch.tensor([[0.1, 2.0, -1.0]])).tolist() == [1]
 
 
 @pytest.mark.parametrize("cache", ["static", "dynamic"])

@@ -381,9 +381,12 @@ def test_micro_batches_give_the_whole_batchs_update(tmp_path: Path, loss_type: s
     assert row_1["loss"] == pytest.approx(row_16["loss"], rel=1e-5, abs=1e-7)
     moved = [not torch.equal(x, y) for k in after_16 for x, y in zip(after_16[k], before_16[k], strict=True)]
     assert any(moved)
+    # AdamW's first step moves each weight by about lr · g / (|g| + eps), which magnifies float rounding in the summed
+    # gradient where |g| is near eps (seen: 1.8e-5 on one weight of a step of 2e-2), hence 1e-4; the loss above is
+    # what checks the micro-batch weighting.
     for agent in after_1:
         for x, y in zip(after_1[agent], after_16[agent], strict=True):
-            assert torch.allclose(x, y, atol=1e-6, rtol=1e-4)
+            assert torch.allclose(x, y, atol=1e-4, rtol=0)
 
 
 def test_gradient_checkpointing_changes_memory_not_the_update(tmp_path: Path) -> None:

@@ -1,0 +1,102 @@
+"""Sampling cost per decode step: the draw over the whole vocabulary (``generate``'s way) against the draw over each
+row's top-k candidates (:class:`llm_marl_baselines.decoding.TopKSampler`, what :func:`~llm_marl_baselines.decoding.
+sample_rows` uses), side by side in one run, on logits shaped like the default model's (49,152 entries).
+
+Both take the same raw logits and draw from the same distribution (temperature 0.7, top-k 50, top-p 0.95: the study's
+settings); the full path is transformers' own warpers, ``softmax`` and ``torch.multinomial`` over the vocabulary, as
+``generate`` runs them. Each size runs ``--repeats`` timed steps after a warm-up, the two paths alternating so that
+drift in the machine's speed falls on both. The forward pass that makes the logits is not timed: for its share of a
+step, ``python -m llm_marl_benchmarks.policy_throughput``.
+
+    python -m llm_marl_benchmarks.sampling [--rows 1 8 32 64] [--vocab 49152] [--repeats 30] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from llm_marl_baselines.decoding import DEFAULT_TOP_K, TopKSampler
+
+TEMPERATURE, TOP_P = 0.7, 0.95
+SMOLLM2_VOCAB = 49_152
+
+
+def full_vocabulary_sampler(temperature: float, top_p: float, top_k: int = DEFAULT_TOP_K) -> Callable[[torch.Tensor],
+                                                                                                       torch.Tensor]:
+    """``generate``'s draw: its warpers over the whole vocabulary, then ``softmax`` and ``torch.multinomial``."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    warpers = [TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)]
+
+    def draw(scores: torch.Tensor) -> torch.Tensor:
+        for warper in warpers:
+            scores = warper(None, scores)
+        return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+
+    return draw
+
+
+def time_step(draw: Callable[[torch.Tensor], torch.Tensor], logits: torch.Tensor) -> float:
+    """Seconds for one draw over ``logits``."""
+    start = time.perf_counter()
+    draw(logits)
+    return time.perf_counter() - start
+
+
+def compare(rows: int, vocab: int, repeats: int, seed: int = 0) -> dict[str, Any]:
+    """Median milliseconds per step of both paths at ``rows`` rows, and their ratio."""
+    generator = torch.Generator().manual_seed(seed)
+    # Logits with the spread of a small LM's next-token scores (a few candidates stand out).
+    logits = torch.randn(rows, vocab, generator=generator) * 3
+    paths = {"full_vocabulary": full_vocabulary_sampler(TEMPERATURE, TOP_P), "top_k": TopKSampler(TEMPERATURE, TOP_P)}
+    for draw in paths.values():  # warm-up
+        draw(logits)
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(repeats):
+        for name, draw in paths.items():
+            times[name].append(time_step(draw, logits))
+    full_ms = statistics.median(times["full_vocabulary"]) * 1000
+    top_k_ms = statistics.median(times["top_k"]) * 1000
+    return {"rows": rows, "vocab": vocab, "full_vocabulary_ms": round(full_ms, 3), "top_k_ms": round(top_k_ms, 3),
+            "speedup": round(full_ms / top_k_ms, 2)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m llm_marl_benchmarks.sampling",
+                                     description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32, 64])
+    parser.add_argument("--vocab", type=int, default=SMOLLM2_VOCAB)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    if min(args.rows) < 1 or args.vocab < DEFAULT_TOP_K or args.repeats < 1:
+        parser.error(f"expected --rows >= 1, --vocab >= {DEFAULT_TOP_K} and --repeats >= 1")
+    print(f"[sampling] temperature {TEMPERATURE}, top-k {DEFAULT_TOP_K}, top-p {TOP_P}, vocabulary {args.vocab}, "
+          f"{torch.get_num_threads()} torch threads; median of {args.repeats} steps")
+    results = []
+    for rows in args.rows:
+        result = compare(rows, args.vocab, args.repeats)
+        results.append(result)
+        print(f"[sampling] {rows:>4} rows: full vocabulary {result['full_vocabulary_ms']:8.3f} ms/step, "
+              f"top-k {result['top_k_ms']:7.3f} ms/step, {result['speedup']:.1f}x")
+    if args.json is not None:
+        payload = {"benchmark": "sampling", "temperature": TEMPERATURE, "top_p": TOP_P, "top_k": DEFAULT_TOP_K,
+                   "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+                   "torch": torch.__version__, "results": results}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

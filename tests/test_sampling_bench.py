@@ -1,0 +1,34 @@
+"""``benchmarks/sampling.py`` runs both draws side by side and writes its figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from llm_marl_benchmarks import sampling
+
+
+def test_the_bench_times_both_draws_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sampling.json"
+    assert sampling.main(["--rows", "1", "4", "--vocab", "600", "--repeats", "3", "--json", str(out)]) == 0
+    payload = json.loads(out.read_text(encoding="utf-8"))
+    assert payload["benchmark"] == "sampling" and payload["top_k"] == 50
+    assert [row["rows"] for row in payload["results"]] == [1, 4]
+    for row in payload["results"]:
+        assert row["full_vocabulary_ms"] > 0 and row["top_k_ms"] > 0
+        assert row["speedup"] == pytest.approx(row["full_vocabulary_ms"] / row["top_k_ms"], rel=0.02)
+    assert "4 rows: full vocabulary" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        sampling.main(["--rows", "0"])
+
+
+def test_the_full_vocabulary_draw_is_generates_distribution() -> None:
+    """The bench's reference path only draws tokens the warpers keep (top-k 50 then top-p)."""
+    torch.manual_seed(0)
+    logits = torch.randn(2000, 300) * 3
+    drawn = sampling.full_vocabulary_sampler(0.7, 0.95)(logits.clone())
+    allowed = torch.topk(logits, 50, dim=-1).indices
+    assert bool((allowed == drawn[:, None]).any(dim=1).all())
