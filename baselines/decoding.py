@@ -143,13 +143,17 @@ def sample_rows(
     share_prefix: bool = True,
     cache: str = "static",
     rows_context: RowsContext | None = None,
+    sampler: Callable[[Tensor], Tensor] | None = None,
 ) -> SampledRows:
     """Sample one completion per row; row ``r`` continues ``prompts[row_prompt[r]]`` (token ids, unpadded).
 
     ``share_prefix``: prefill each distinct prompt once and copy its cache to its rows (False: prefill every row, the
     same work ``generate`` does; for comparisons and tests). ``cache``: ``"static"`` (a preallocated
-    :class:`~transformers.StaticCache`, the faster decode here) or ``"dynamic"``. Draws from torch's current RNG (seed
-    it around the call for reproducible samples). Runs under ``torch.inference_mode``.
+    :class:`~transformers.StaticCache`, the faster decode here) or ``"dynamic"``. ``sampler``: draws one token id per
+    row from the ``(rows, vocab)`` logits (after the minimum-length processor); default ``TopKSampler(temperature,
+    top_p)``, another for comparisons (``benchmarks/sampling.py`` times generate's whole-vocabulary draw here). Draws
+    from torch's current RNG (seed it around the call for reproducible samples). Runs under
+    ``torch.inference_mode``.
     """
     from transformers import MinNewTokensLengthLogitsProcessor
 
@@ -172,7 +176,7 @@ def sample_rows(
     width = prompt_ids.shape[1]
     positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
-    sampler = TopKSampler(temperature, top_p)
+    sampler = sampler or TopKSampler(temperature, top_p)
     min_tokens = (MinNewTokensLengthLogitsProcessor(width, min_new_tokens, stop.tolist(), device=device)
                   if min_new_tokens > 0 else None)
     cache_arg = cache_keyword(model)

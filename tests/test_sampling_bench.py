@@ -32,3 +32,13 @@ def test_the_full_vocabulary_draw_is_generates_distribution() -> None:
     drawn = sampling.full_vocabulary_sampler(0.7, 0.95)(logits.clone())
     allowed = torch.topk(logits, 50, dim=-1).indices
     assert bool((allowed == drawn[:, None]).any(dim=1).all())
+
+
+def test_the_decode_comparison_runs_both_samplers_on_the_default_model(tmp_path: Path) -> None:
+    out = tmp_path / "decode.json"
+    assert sampling.main(["--rows", "2", "--vocab", "100", "--repeats", "1", "--decode", "4", "--prompt-tokens", "8",
+                          "--new-tokens", "3", "--decode-repeats", "1", "--json", str(out)]) == 0
+    decode = json.loads(out.read_text(encoding="utf-8"))["decode"]
+    assert decode["rows"] == 4 and decode["prompts"] == 1 and decode["new_tokens"] == 3
+    assert len(decode["seconds"]["full_vocabulary"]) == len(decode["seconds"]["top_k"]) == 1
+    assert decode["full_vocabulary_s"] > 0 and decode["top_k_s"] > 0

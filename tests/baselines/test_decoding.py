@@ -127,6 +127,19 @@ def test_the_samplers_draws_follow_its_distribution() -> None:
     assert stats.chisquare(observed.numpy(), (probabilities / probabilities.sum() * 20_000).numpy()).pvalue > 1e-3
 
 
+def test_a_given_sampler_draws_every_token(loaded: LoadedModel) -> None:
+    """``sample_rows(sampler=...)`` draws with the caller's sampler (the sampling bench times generate's draw so)."""
+    seen: list[tuple[int, int]] = []
+
+    def always_seven(scores: Tensor) -> Tensor:
+        seen.append(tuple(scores.shape))
+        return torch.full((scores.shape[0],), 7, dtype=torch.long)
+
+    sampled = sample_rows(loaded.model, prompts_of(loaded), [0, 1, 1], temperature=0.7, top_p=0.9, max_new_tokens=4,
+                          stop_ids=STOP, pad_id=PAD, sampler=always_seven)
+    assert sampled.tokens == [[7] * 4] * 3 and len(seen) == 4 and seen[0][0] == 3
+
+
 def test_the_sampler_refuses_bad_settings() -> None:
     for bad in ((-0.1, 0.9, 50), (0.7, 0.0, 50), (0.7, 1.5, 50), (0.7, 0.9, -1)):
         with pytest.raises(ValueError, match="temperature"):
