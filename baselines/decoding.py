@@ -76,12 +76,12 @@ class TopKSampler:
     working on each row's top-k logits only.
 
     ``generate`` masks the whole vocabulary, sorts it for top-p and lets ``torch.multinomial`` draw over it, which on
-    CPU means one exponential variate per vocabulary entry: at 32 rows of SmolLM2's 49,152 entries that was 46 ms for
-    the draw and 22 ms for the sort per decode step, a fifth of the step. Here ``torch.topk`` picks the k candidates
-    first, and transformers' own temperature and top-p warpers run on those k values: the probabilities are those of
-    the full-vocabulary path (the masked entries have probability 0 there), so the distribution is the same, but the
-    random draws are not those of ``generate`` for the same seed. The one difference: ``generate``'s top-k keeps every
-    logit tied with the k-th, this keeps k.
+    CPU means one exponential variate per vocabulary entry: at 32 rows of SmolLM2's 49,152 entries that was 119 ms of
+    a decode step of about 500 ms on 2 cores (this draw: 4 ms; ``benchmarks/sampling.py``). Here ``torch.topk``
+    picks the k candidates first, and transformers' own temperature and top-p warpers run on those k values: the
+    probabilities are those of the full-vocabulary path (the masked entries have probability 0 there), so the
+    distribution is the same, but the random draws are not those of ``generate`` for the same seed. The one
+    difference: ``generate``'s top-k keeps every logit tied with the k-th, this keeps k.
     """
 
     def __init__(self, temperature: float, top_p: float, top_k: int = DEFAULT_TOP_K) -> None:
