@@ -37,17 +37,23 @@ TEMPERATURE, TOP_P = 0.7, 0.95
 SMOLLM2_VOCAB = 49_152
 
 
-def full_vocabulary_sampler(temperature: float, top_p: float, top_k: int = DEFAULT_TOP_K) -> Callable[[torch.Tensor],
-                                                                                                       torch.Tensor]:
-    """``generate``'s draw: its warpers over the whole vocabulary, then ``softmax`` and ``torch.multinomial``."""
+def full_vocabulary_probs(scores: torch.Tensor, temperature: float, top_p: float,
+                          top_k: int = DEFAULT_TOP_K) -> torch.Tensor:
+    """What ``generate`` samples from: transformers' warpers over the whole vocabulary, in its order, then softmax."""
     from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-    warpers = [TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)]
+    for warper in (TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)):
+        scores = warper(None, scores)
+    return torch.softmax(scores, dim=-1)
+
+
+def full_vocabulary_sampler(temperature: float, top_p: float, top_k: int = DEFAULT_TOP_K) -> Callable[[torch.Tensor],
+                                                                                                       torch.Tensor]:
+    """``generate``'s draw: ``torch.multinomial`` over :func:`full_vocabulary_probs`."""
 
     def draw(scores: torch.Tensor) -> torch.Tensor:
-        for warper in warpers:
-            scores = warper(None, scores)
-        return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        probs = full_vocabulary_probs(scores, temperature, top_p, top_k)
+        return torch.multinomial(probs, num_samples=1).squeeze(1)
 
     return draw
 

@@ -4,8 +4,8 @@ On the tiny random-weight Llama of the baseline tests (fp32, CPU): with the same
 must draw exactly the tokens ``generate`` draws when ``generate`` samples through our sampler (sampled, greedy, with a
 minimum length), record the raw-logit log-probabilities ``generate``'s logits give, and give the same samples whether
 each prompt is prefilled once or once per row, with a static or a dynamic cache. The sampler's distribution is
-``generate``'s own: the probabilities it draws from equal those of transformers' warpers over the whole vocabulary,
-and its draws follow them.
+``generate``'s own: the probabilities it draws from equal those of transformers' warpers over the whole vocabulary
+(``full_vocabulary_probs``, the sampling bench's reference), and its draws follow them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, ne
 from llm_marl_baselines.models import LoadedModel
 from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
 from llm_marl_baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
+from llm_marl_benchmarks.sampling import full_vocabulary_probs
 
 STOP, PAD = [2], 0
 
@@ -80,15 +81,6 @@ def test_samples_equal_generate_for_the_same_seed_and_rows(loaded: LoadedModel, 
     assert all(len(row) >= min_new for row in ours.tokens)
     if temperature:  # sampling does vary between the samples of one prompt
         assert len({tuple(t) for t in ours.tokens[:3]}) > 1
-
-
-def full_vocabulary_probs(scores: Tensor, temperature: float, top_p: float, top_k: int) -> Tensor:
-    """What ``generate`` samples from: transformers' warpers over the whole vocabulary, in its order, then softmax."""
-    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-
-    for warper in (TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)):
-        scores = warper(None, scores)
-    return torch.softmax(scores, dim=-1)
 
 
 @pytest.mark.parametrize(("temperature", "top_p", "top_k"), [(0.7, 0.95, 50), (1.0, 1.0, 50), (1.3, 0.5, 8),
