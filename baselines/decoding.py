@@ -11,11 +11,14 @@ from it (``index_select`` on the batch axis), and decodes all rows together in a
 Sampling follows transformers': the warped distribution ``generate`` samples from with these settings (temperature,
 top-k 50, top-p, ``softmax``; argmax when greedy; stop tokens suppressed until ``min_new_tokens``), drawn over each
 row's top-k candidates (:class:`TopKSampler`) rather than the whole vocabulary, which is the same distribution at a
-fraction of the cost; finished rows continue with the pad token, and the loop stops when every row has met a stop
-token or the budget is spent. With the same seed and the same rows the samples are those of the repeated path as
-long as the logits agree, which the tests check (next-token logits to 1e-4 in fp32; seeded samples equal); greedy
-decoding gives ``generate``'s tokens, and sampled rows ``generate``'s distribution, not its draws.
-``benchmarks/trainer_step.py`` measures the step with and without it (``share_prefix``).
+fraction of the cost; a finished row's token is the pad from then on, and once a quarter of the batch has finished
+those rows leave it (their cache rows dropped: the model's work per step follows the rows still writing); the loop
+stops when every row has met a stop token or the budget is spent. With the same seed and the same rows the samples are
+those of the repeated path as long as the logits agree, which the tests check (next-token logits to 1e-4 in fp32;
+seeded samples equal); greedy decoding gives ``generate``'s tokens, and sampled rows ``generate``'s distribution, not
+its draws. ``benchmarks/trainer_step.py`` measures the step with and without it (``share_prefix``). The decode's
+linear layers run weight-first (:func:`weight_first_linears`), the faster order for a few rows on CPUs; the prefill
+keeps ``F.linear``.
 
 Rows are routed by a caller-given context (``rows_context``): the team model runs each row under its agent's LoRA
 adapter, the prefill's rows being the distinct prompts and the decode's rows the samples.
@@ -35,6 +38,11 @@ from torch import Tensor
 
 DEFAULT_TOP_K = 50
 """transformers' default top-k, which ``generate`` applies when sampling (and so do we)."""
+
+WEIGHT_FIRST_MAX_ROWS = 32
+"""Up to this many rows per product, :func:`weight_first_linears` computes a linear layer as ``(W @ x.T).T``: on the
+2-core AVX2 machine it measured faster at 2 to 32 rows (a decode step of SmolLM2-135M, 500-token prompts: 2 rows 2x,
+8 rows 1.2x, 32 rows 1.2x) and not at 64 (``benchmarks/sampling.py --linears``)."""
 
 RowsContext = Callable[[Sequence[int]], contextlib.AbstractContextManager[dict[str, Any]]]
 """``rows_context(prompt_index_of_each_batch_row)`` is entered around each forward; it yields extra keyword arguments
@@ -128,6 +136,44 @@ class TopKSampler:
         return draw
 
 
+@contextlib.contextmanager
+def weight_first_linears(model: Any, max_rows: int = WEIGHT_FIRST_MAX_ROWS) -> Iterator[int]:
+    """While open, every plain ``torch.nn.Linear`` of ``model`` on CPU computes ``y = (W @ x.T).T`` instead of
+    ``x @ W.T`` for inputs of 2 to ``max_rows`` rows with gradients off; yields how many layers it changed.
+
+    Why: a decode step multiplies each weight by a few rows. For that shape MKL's ``sgemm`` as ``F.linear`` calls it
+    (the rows first) runs far below the cores' speed on the AVX2 CPUs measured here, while the same product with the
+    weight as the first operand runs up to twice as fast (``benchmarks/sampling.py --linears``). It is the same
+    product, summed in another order: logits differ by rounding (under 1e-4 in the tests) or not at all. One row
+    (a matrix-vector product), more than ``max_rows`` rows (the prefill), gradients (training) and other devices keep
+    ``F.linear``. Layers whose ``forward`` is already replaced on the instance (e.g. by accelerate's hooks) and
+    subclasses of ``Linear`` (quantized layers) are left alone; PEFT's LoRA layers call their base ``Linear``, which
+    is changed.
+    """
+    changed = []
+    for module in model.modules():
+        if (type(module) is torch.nn.Linear and "forward" not in module.__dict__
+                and module.weight.device.type == "cpu"):
+            module.forward = functools.partial(_weight_first_forward, module, max_rows)
+            changed.append(module)
+    try:
+        yield len(changed)
+    finally:
+        for module in changed:
+            del module.forward
+
+
+def _weight_first_forward(module: torch.nn.Linear, max_rows: int, x: Tensor) -> Tensor:
+    weight = module.weight
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    if not 2 <= rows <= max_rows or torch.is_grad_enabled() or x.dtype != weight.dtype:
+        return torch.nn.functional.linear(x, weight, module.bias)
+    out = torch.mm(weight, x.reshape(rows, x.shape[-1]).t()).t()
+    if module.bias is not None:
+        out = out + module.bias
+    return out.contiguous().view(*x.shape[:-1], weight.shape[0])
+
+
 def sample_rows(
     model: Any,
     prompts: Sequence[Sequence[int]],
@@ -144,6 +190,8 @@ def sample_rows(
     cache: str = "static",
     rows_context: RowsContext | None = None,
     sampler: Callable[[Tensor], Tensor] | None = None,
+    weight_first: bool = True,
+    compact: bool = True,
 ) -> SampledRows:
     """Sample one completion per row; row ``r`` continues ``prompts[row_prompt[r]]`` (token ids, unpadded).
 
@@ -151,8 +199,11 @@ def sample_rows(
     same work ``generate`` does; for comparisons and tests). ``cache``: ``"static"`` (a preallocated
     :class:`~transformers.StaticCache`, the faster decode here) or ``"dynamic"``. ``sampler``: draws one token id per
     row from the ``(rows, vocab)`` logits (after the minimum-length processor); default ``TopKSampler(temperature,
-    top_p)``, another for comparisons (``benchmarks/sampling.py`` times generate's whole-vocabulary draw here). Draws
-    from torch's current RNG (seed it around the call for reproducible samples). Runs under
+    top_p)``, another for comparisons (``benchmarks/sampling.py`` times generate's whole-vocabulary draw here).
+    ``weight_first``: decode under :func:`weight_first_linears` (False: ``F.linear`` throughout, for comparisons).
+    ``compact``: drop finished rows from the batch once a quarter of it has finished (:func:`_worth_compacting`; False:
+    every row runs to the last step, for comparisons); the samples are the same either way up to the logits' rounding.
+    Draws from torch's current RNG (seed it around the call for reproducible samples). Runs under
     ``torch.inference_mode``.
     """
     from transformers import MinNewTokensLengthLogitsProcessor
@@ -198,10 +249,15 @@ def sample_rows(
         mask = torch.cat([prompt_mask, prompt_mask.new_ones((n_rows, max_new_tokens))], dim=1)
         next_position = positions[:, -1:] + 1
         unfinished = torch.ones(n_rows, dtype=torch.bool, device=device)
+        active = torch.arange(n_rows, device=device)  # the rows the cache still holds, in row order
         recorded: list[Tensor] = []
         steps = 0
-        with route(list(row_prompt)) as extra:
+        linears = weight_first_linears(model) if weight_first else contextlib.nullcontext()
+        with linears, contextlib.ExitStack() as routing:
+            extra = routing.enter_context(route(list(row_prompt)))
             for t in range(max_new_tokens):
+                # Every row is drawn, finished or not (a finished row's logits are stale, its token the pad), so the
+                # random stream is used as generate uses it whichever rows the cache still holds.
                 if logprobs:
                     log_p = torch.log_softmax(logits, dim=-1)
                 scores = logits
@@ -216,9 +272,18 @@ def sample_rows(
                 unfinished &= ~torch.isin(token, stop)
                 if not bool(unfinished.any()) or steps == max_new_tokens:
                     break
-                out = model(input_ids=token[:, None], attention_mask=mask[:, :width + t + 1],
+                still = unfinished.index_select(0, active)
+                if compact and _worth_compacting(int(still.sum()), len(active)):
+                    keep = still.nonzero().squeeze(1)
+                    _keep_cache_rows(kv, keep, width + t)
+                    mask, next_position = mask.index_select(0, keep), next_position.index_select(0, keep)
+                    active = active.index_select(0, keep)
+                    routing.close()  # the rows' routing (e.g. their adapters) follows them
+                    extra = routing.enter_context(route([row_prompt[r] for r in active.tolist()]))
+                out = model(input_ids=token.index_select(0, active)[:, None], attention_mask=mask[:, :width + t + 1],
                             position_ids=next_position + t, logits_to_keep=1, **{cache_arg: kv}, **extra)
-                logits = out.logits[:, -1].float()
+                step_logits = out.logits[:, -1].float()
+                logits = step_logits if len(active) == n_rows else logits.index_copy(0, active, step_logits)
         new_tokens = sequences[:, width:width + steps].tolist()
         token_logprobs = torch.stack(recorded, dim=1).tolist() if logprobs else None
     stop_set = set(stop.tolist())
@@ -231,6 +296,38 @@ def sample_rows(
         if token_logprobs is not None:
             kept_logprobs.append(token_logprobs[r][:length])
     return SampledRows(tokens, kept_logprobs if logprobs else None, stopped)
+
+
+def _worth_compacting(unfinished: int, batch: int) -> bool:
+    """Whether to drop the finished rows from a decode batch of ``batch`` rows of which ``unfinished`` still run.
+
+    Copying the kept rows' cache cost 23 to 31 ms for 14 to 24 rows of about 100 positions, a tenth of a decode step
+    there, and it grows with the positions held; each later step saves the finished rows' share of the model's work,
+    which on 2 AVX2 cores is a few ms a row (``benchmarks/sampling.py --compaction``: 1.07x on 32 rows of which 54 %
+    of row-steps wrote a token). Waiting for a quarter of the batch keeps the copies to a handful per call.
+    """
+    finished = batch - unfinished
+    return finished >= max(2, batch // 4)
+
+
+def _keep_cache_rows(cache: Any, keep: Tensor, filled: int) -> None:
+    """Keep only the batch rows ``keep`` of ``cache``, in that order; ``filled``: positions written so far (a static
+    layer's later positions are zeros, as when it was allocated)."""
+    from transformers.cache_utils import DynamicLayer, StaticLayer
+
+    for layer in cache.layers:
+        if type(layer) is StaticLayer:
+            for name in ("keys", "values"):
+                old = getattr(layer, name)
+                new = old.new_zeros((len(keep), *old.shape[1:]))
+                new[:, :, :filled] = old[:, :, :filled].index_select(0, keep)
+                setattr(layer, name, new)
+            layer.batch_size = len(keep)
+        elif type(layer) is DynamicLayer:
+            layer.keys, layer.values = layer.keys.index_select(0, keep), layer.values.index_select(0, keep)
+        else:  # sliding-window or other layer kinds keep state this copy does not know how to carry
+            raise NotImplementedError(f"compact: cannot drop rows of a {type(layer).__name__} cache layer; "
+                                      "use compact=False for this model")
 
 
 def cache_keyword(model: Any) -> str:

@@ -143,7 +143,7 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
                     logprobs: bool, share_prefix: bool) -> list[Generation]:
     """One batch of rows: a record per row, cut after its first stop token (text: the decoded continuation, not yet
     stripped or prefixed)."""
-    stop_ids = sorted(_stop_token_ids(model, loaded.tokenizer))
+    stop_ids = sorted(stop_token_ids(model, loaded.tokenizer))
     pad_id = loaded.tokenizer.pad_token_id
     if share_prefix:
         distinct: dict[tuple[int, ...], int] = {}
@@ -207,7 +207,8 @@ def _generate_with_hf(loaded: LoadedModel, model: Any, encoded: list[list[int]],
     return tokens, kept if logprobs else None, stopped
 
 
-def _stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
+def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
+    """The ids a reply stops at: the model's generation-config end ids and the tokenizer's end of sequence."""
     eos = model.generation_config.eos_token_id
     ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
     return ids | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())

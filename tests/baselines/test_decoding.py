@@ -10,6 +10,8 @@ each prompt is prefilled once or once per row, with a static or a dynamic cache.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -255,3 +257,113 @@ def test_local_policy_shares_repeated_prompts_without_changing_samples(loaded: L
     repeated = LocalModelPolicy(loaded=loaded, share_prefix=False).generate(requests, settings)
     assert [r.completion_ids for r in shared] == [r.completion_ids for r in repeated]
     assert [r.text for r in shared] == [r.text for r in repeated]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_weight_first_linears_compute_the_same_product(bias: bool) -> None:
+    """Within the row range the product is ``(W @ x.T).T`` (so it is the weight-first path that ran) and equals
+    ``F.linear`` up to rounding, for 2-D and 3-D inputs; outside it (one row, too many rows, gradients on) it is
+    ``F.linear`` exactly; on leaving, every layer has its own forward back."""
+    from llm_marl_baselines.decoding import weight_first_linears
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40, bias=bias), torch.nn.Linear(40, 8, bias=bias))
+    inner = model[0]
+    with torch.inference_mode(), weight_first_linears(model, max_rows=6) as changed:
+        assert changed == 2
+        for shape in [(3, 24), (2, 3, 24), (6, 24), (6, 1, 24)]:
+            x = torch.randn(*shape)
+            expected = torch.nn.functional.linear(x, inner.weight, inner.bias)
+            got = inner(x)
+            assert got.shape == expected.shape and got.is_contiguous()
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+            flat = x.reshape(-1, 24)
+            weight_first = torch.mm(inner.weight, flat.t()).t() + (inner.bias if bias else 0)
+            assert torch.equal(got.reshape(-1, 40), weight_first)
+        for shape in [(1, 24), (7, 24), (1, 7, 24)]:  # one row and too many rows: F.linear itself
+            x = torch.randn(*shape)
+            assert torch.equal(inner(x), torch.nn.functional.linear(x, inner.weight, inner.bias))
+    with weight_first_linears(model, max_rows=6):  # gradients on: F.linear, and they flow
+        x = torch.randn(3, 24)
+        out = model(x)
+        assert torch.equal(out, model[1](torch.nn.functional.linear(x, inner.weight, inner.bias)))
+        out.sum().backward()
+    assert inner.weight.grad is not None
+    assert all("forward" not in layer.__dict__ for layer in model)
+
+
+def test_weight_first_linears_leave_other_layers_alone_and_restore_on_error() -> None:
+    from llm_marl_baselines.decoding import weight_first_linears
+
+    class QuantizedLike(torch.nn.Linear):  # a subclass computes its own way
+        pass
+
+    hooked = torch.nn.Linear(4, 4)
+    own_forward = hooked.forward
+    hooked.forward = own_forward  # a forward already set on the instance (as accelerate's hooks do)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), QuantizedLike(4, 4), hooked)
+    with pytest.raises(RuntimeError, match="boom"), weight_first_linears(model) as changed:
+        assert changed == 1
+        assert "forward" in model[0].__dict__ and "forward" not in model[1].__dict__
+        assert model[2].forward is own_forward
+        raise RuntimeError("boom")
+    assert "forward" not in model[0].__dict__ and model[2].forward is own_forward
+
+
+def test_weight_first_decoding_gives_the_same_samples(loaded: LoadedModel) -> None:
+    """``sample_rows`` decodes weight-first by default; its samples and log-probabilities are those of ``F.linear``
+    decoding for the same seed (the logits differ by rounding only)."""
+    prompts = prompts_of(loaded)
+    rows = [0, 1, 2, 1, 0]
+    results = []
+    for weight_first in (True, False):
+        torch.manual_seed(11)
+        results.append(sample_rows(loaded.model, prompts, rows, temperature=0.8, top_p=0.95, max_new_tokens=12,
+                                   stop_ids=STOP, pad_id=PAD, weight_first=weight_first))
+    assert results[0].tokens == results[1].tokens
+    assert sum(len(tokens) for tokens in results[0].tokens) > len(rows)  # decode steps ran, not only the prefill
+    for a, b in zip(results[0].logprobs or [], results[1].logprobs or [], strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+@pytest.mark.parametrize("cache", ["static", "dynamic"])
+def test_dropping_finished_rows_keeps_the_samples(loaded: LoadedModel, cache: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows end at different steps (the tiny model's end token is favoured); dropping the finished ones from the
+    batch must leave every row's tokens and log-probabilities as they are when all rows run to the last step, and
+    the rows' routing must follow them (here: which prompt each row continues, checked by the forward's batch)."""
+    import llm_marl_baselines.decoding as decoding
+
+    compactions: list[int] = []
+    keep_rows = decoding._keep_cache_rows
+
+    def counted(cache_: Any, keep: Tensor, filled: int) -> None:
+        compactions.append(len(keep))
+        keep_rows(cache_, keep, filled)
+
+    monkeypatch.setattr(decoding, "_keep_cache_rows", counted)
+    routed: list[list[int]] = []
+
+    @contextlib.contextmanager
+    def record_routing(rows: Sequence[int]) -> Iterator[dict[str, Any]]:
+        routed.append(list(rows))
+        yield {}
+
+    prompts = prompts_of(loaded)
+    rows = [0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 0, 2]
+    results = []
+    for compact in (True, False):
+        torch.manual_seed(3)
+        results.append(sample_rows(loaded.model, prompts, rows, temperature=1.0, top_p=1.0, max_new_tokens=16,
+                                   stop_ids=STOP, pad_id=PAD, cache=cache, compact=compact,
+                                   rows_context=record_routing))
+    assert compactions, "no row was dropped: the test would not test compaction"
+    lengths = [len(tokens) for tokens in results[0].tokens]
+    assert min(lengths) < max(lengths)
+    assert results[0].tokens == results[1].tokens and results[0].stopped == results[1].stopped
+    for a, b in zip(results[0].logprobs or [], results[1].logprobs or [], strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    # routing: the prefill's prompts, the decode's rows, then after each drop the prompts of the rows still running
+    assert routed[1] == rows and len(routed) == 2 + len(compactions) + 2
+    for kept, after in zip(compactions, routed[2:2 + len(compactions)], strict=True):
+        assert len(after) == kept
