@@ -41,8 +41,9 @@ DEFAULT_TOP_K = 50
 
 WEIGHT_FIRST_MAX_ROWS = 32
 """Up to this many rows per product, :func:`weight_first_linears` computes a linear layer as ``(W @ x.T).T``: on the
-2-core AVX2 machine it measured faster at 2 to 32 rows (a decode step of SmolLM2-135M, 500-token prompts: 2 rows 2x,
-8 rows 1.2x, 32 rows 1.2x) and not at 64 (``benchmarks/sampling.py --linears``)."""
+2-core AVX2 machine a decode step's forward of SmolLM2-135M (500-token prompts) was faster that way at 2 to 32 rows
+(2 rows 1.67x, 8 rows 1.18x, 32 rows 1.14x), and at 48 and 64 rows within the machine's noise of about 8 %
+(``benchmarks/sampling.py --linears``, docs/results/sampling-linears.json)."""
 
 RowsContext = Callable[[Sequence[int]], contextlib.AbstractContextManager[dict[str, Any]]]
 """``rows_context(prompt_index_of_each_batch_row)`` is entered around each forward; it yields extra keyword arguments
@@ -143,12 +144,12 @@ def weight_first_linears(model: Any, max_rows: int = WEIGHT_FIRST_MAX_ROWS) -> I
 
     Why: a decode step multiplies each weight by a few rows. For that shape MKL's ``sgemm`` as ``F.linear`` calls it
     (the rows first) runs far below the cores' speed on the AVX2 CPUs measured here, while the same product with the
-    weight as the first operand runs up to twice as fast (``benchmarks/sampling.py --linears``). It is the same
-    product, summed in another order: logits differ by rounding (under 1e-4 in the tests) or not at all. One row
-    (a matrix-vector product), more than ``max_rows`` rows (the prefill), gradients (training) and other devices keep
-    ``F.linear``. Layers whose ``forward`` is already replaced on the instance (e.g. by accelerate's hooks) and
-    subclasses of ``Linear`` (quantized layers) are left alone; PEFT's LoRA layers call their base ``Linear``, which
-    is changed.
+    weight as the first operand made a decode step up to 1.7x faster (``benchmarks/sampling.py --linears``). It is
+    the same product, summed in another order: logits differ by rounding (under 1e-4 in the tests) or not at all.
+    One row (a matrix-vector product), more than ``max_rows`` rows (the prefill), gradients (training) and other
+    devices keep ``F.linear``. Layers whose ``forward`` is already replaced on the instance (e.g. by accelerate's
+    hooks) and subclasses of ``Linear`` (quantized layers) are left alone; PEFT's LoRA layers call their base
+    ``Linear``, which is changed.
     """
     changed = []
     for module in model.modules():
