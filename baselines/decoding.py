@@ -276,7 +276,9 @@ def sample_rows(
                 still = unfinished.index_select(0, active)
                 if compact and _worth_compacting(int(still.sum()), len(active)):
                     keep = still.nonzero().squeeze(1)
-                    _keep_cache_rows(kv, keep, width + t)
+                    kept = new_cache(model, cache, width + max_new_tokens)
+                    _copy_rows(kv, kept, keep, width + t)
+                    kv = kept
                     mask, next_position = mask.index_select(0, keep), next_position.index_select(0, keep)
                     active = active.index_select(0, keep)
                     routing.close()  # the rows' routing (e.g. their adapters) follows them
@@ -309,26 +311,6 @@ def _worth_compacting(unfinished: int, batch: int) -> bool:
     """
     finished = batch - unfinished
     return finished >= max(2, batch // 4)
-
-
-def _keep_cache_rows(cache: Any, keep: Tensor, filled: int) -> None:
-    """Keep only the batch rows ``keep`` of ``cache``, in that order; ``filled``: positions written so far (a static
-    layer's later positions are zeros, as when it was allocated)."""
-    from transformers.cache_utils import DynamicLayer, StaticLayer
-
-    for layer in cache.layers:
-        if type(layer) is StaticLayer:
-            for name in ("keys", "values"):
-                old = getattr(layer, name)
-                new = old.new_zeros((len(keep), *old.shape[1:]))
-                new[:, :, :filled] = old[:, :, :filled].index_select(0, keep)
-                setattr(layer, name, new)
-            layer.batch_size = len(keep)
-        elif type(layer) is DynamicLayer:
-            layer.keys, layer.values = layer.keys.index_select(0, keep), layer.values.index_select(0, keep)
-        else:  # sliding-window or other layer kinds keep state this copy does not know how to carry
-            raise NotImplementedError(f"compact: cannot drop rows of a {type(layer).__name__} cache layer; "
-                                      "use compact=False for this model")
 
 
 def cache_keyword(model: Any) -> str:
@@ -366,12 +348,14 @@ def new_cache(model: Any, kind: str = "dynamic", length: int = 0) -> Any:
 
 
 def _copy_rows(source: Any, target: Any, rows: Tensor, width: int) -> None:
-    """Fill ``target`` (a fresh cache for the sampled rows) with ``source``'s keys and values (the distinct prompts')
-    of each row's prompt: ``index_select`` on the batch axis."""
+    """Fill ``target`` (a fresh, empty cache) with the first ``width`` positions of ``source``'s batch rows ``rows``,
+    in that order (``index_select`` on the batch axis; a static layer's later positions stay zeros). Used for the
+    prefill (each row gets its prompt's keys and values) and to drop finished rows from a decode batch."""
     from transformers.cache_utils import DynamicLayer, StaticLayer
 
     for src, dst in zip(source.layers, target.layers, strict=True):
-        keys, values = src.keys.index_select(0, rows), src.values.index_select(0, rows)
+        keys = src.keys[:, :, :width].index_select(0, rows)
+        values = src.values[:, :, :width].index_select(0, rows)
         if type(dst) is StaticLayer:
             dst.lazy_initialization(keys, values)
             dst.keys[:, :, :width].copy_(keys)
@@ -381,5 +365,5 @@ def _copy_rows(source: Any, target: Any, rows: Tensor, width: int) -> None:
             dst.lazy_initialization(keys, values)
             dst.keys, dst.values = keys, values
         else:  # sliding-window or other layer kinds keep state this copy does not know how to carry
-            raise NotImplementedError(f"share_prefix: cannot copy a {type(dst).__name__} cache layer; "
-                                      "use share_prefix=False for this model")
+            raise NotImplementedError(f"cannot copy rows of a {type(dst).__name__} cache layer; use "
+                                      "share_prefix=False and compact=False for this model")

@@ -334,14 +334,14 @@ def test_dropping_finished_rows_keeps_the_samples(loaded: LoadedModel, cache: st
     the rows' routing must follow them (here: which prompt each row continues, checked by the forward's batch)."""
     import llm_marl_baselines.decoding as decoding
 
-    compactions: list[int] = []
-    keep_rows = decoding._keep_cache_rows
+    copies: list[int] = []  # rows of each cache copy: the prefill's, then one per drop
+    copy_rows = decoding._copy_rows
 
-    def counted(cache_: Any, keep: Tensor, filled: int) -> None:
-        compactions.append(len(keep))
-        keep_rows(cache_, keep, filled)
+    def counted(source: Any, target: Any, rows_: Tensor, width: int) -> None:
+        copies.append(len(rows_))
+        copy_rows(source, target, rows_, width)
 
-    monkeypatch.setattr(decoding, "_keep_cache_rows", counted)
+    monkeypatch.setattr(decoding, "_copy_rows", counted)
     routed: list[list[int]] = []
 
     @contextlib.contextmanager
@@ -357,6 +357,10 @@ def test_dropping_finished_rows_keeps_the_samples(loaded: LoadedModel, cache: st
         results.append(sample_rows(loaded.model, prompts, rows, temperature=1.0, top_p=1.0, max_new_tokens=16,
                                    stop_ids=STOP, pad_id=PAD, cache=cache, compact=compact,
                                    rows_context=record_routing))
+        if compact:
+            compactions = copies[1:]
+    assert copies[0] == copies[-1] == len(rows)  # each call's prefill copy; no drop without compact
+    assert len(copies) == 1 + len(compactions) + 1
     assert compactions, "no row was dropped: the test would not test compaction"
     lengths = [len(tokens) for tokens in results[0].tokens]
     assert min(lengths) < max(lengths)
