@@ -33,6 +33,8 @@ samples agree.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import platform
@@ -71,11 +73,17 @@ def full_vocabulary_sampler(temperature: float, top_p: float, top_k: int = DEFAU
     return draw
 
 
-def time_step(draw: Callable[[torch.Tensor], torch.Tensor], logits: torch.Tensor) -> float:
-    """Seconds for one draw over ``logits``."""
-    start = time.perf_counter()
-    draw(logits)
-    return time.perf_counter() - start
+def alternate(paths: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Run every path ``repeats`` times, the paths alternating so that drift in the machine's speed falls on all:
+    the seconds of each run per path, and each path's last result."""
+    seconds: dict[str, list[float]] = {name: [] for name in paths}
+    last: dict[str, Any] = {}
+    for _ in range(repeats):
+        for name, run in paths.items():
+            start = time.perf_counter()
+            last[name] = run()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds, last
 
 
 def compare(rows: int, vocab: int, repeats: int, seed: int = 0) -> dict[str, Any]:
@@ -86,10 +94,7 @@ def compare(rows: int, vocab: int, repeats: int, seed: int = 0) -> dict[str, Any
     paths = {"full_vocabulary": full_vocabulary_sampler(TEMPERATURE, TOP_P), "top_k": TopKSampler(TEMPERATURE, TOP_P)}
     for draw in paths.values():  # warm-up
         draw(logits)
-    times: dict[str, list[float]] = {name: [] for name in paths}
-    for _ in range(repeats):
-        for name, draw in paths.items():
-            times[name].append(time_step(draw, logits))
+    times, _ = alternate({name: functools.partial(draw, logits) for name, draw in paths.items()}, repeats)
     full_ms = statistics.median(times["full_vocabulary"]) * 1000
     top_k_ms = statistics.median(times["top_k"]) * 1000
     return {"rows": rows, "vocab": vocab, "full_vocabulary_ms": round(full_ms, 3), "top_k_ms": round(top_k_ms, 3),
@@ -111,18 +116,14 @@ def compare_decode(rows: int, prompt_tokens: int, new_tokens: int, repeats: int,
                 "top_k": TopKSampler(TEMPERATURE, TOP_P)}
     pad_id = loaded.tokenizer.pad_token_id or 0
 
-    def call(sampler: Callable[[torch.Tensor], torch.Tensor], new: int) -> float:
-        start = time.perf_counter()
+    def call(sampler: Callable[[torch.Tensor], torch.Tensor], new: int) -> None:
         sample_rows(loaded.model, prompts, row_prompt, temperature=TEMPERATURE, top_p=TOP_P, max_new_tokens=new,
                     min_new_tokens=new, stop_ids=[loaded.tokenizer.eos_token_id], pad_id=pad_id, logprobs=True,
                     sampler=sampler)
-        return time.perf_counter() - start
 
     call(samplers["top_k"], 2)  # warm-up
-    seconds: dict[str, list[float]] = {name: [] for name in samplers}
-    for _ in range(repeats):
-        for name, sampler in samplers.items():
-            seconds[name].append(call(sampler, new_tokens))
+    seconds, _ = alternate({name: functools.partial(call, sampler, new_tokens) for name, sampler in samplers.items()},
+                           repeats)
     full, top_k = statistics.median(seconds["full_vocabulary"]), statistics.median(seconds["top_k"])
     saved_ms = (full - top_k) / new_tokens * 1000
     return {"rows": rows, "prompts": len(prompts), "prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
@@ -131,18 +132,20 @@ def compare_decode(rows: int, prompt_tokens: int, new_tokens: int, repeats: int,
 
 
 def _decode_steps(model: Any, cache: dict[str, Any], tokens: torch.Tensor, full_mask: torch.Tensor,
-                  prompt_tokens: int) -> tuple[float, torch.Tensor]:
+                  prompt_tokens: int, weight_first: bool) -> torch.Tensor:
     """One forward of one token a row per column of ``tokens`` after the prompt (the static cache is rewound to it
-    first, so every call writes the same positions): seconds a step, and the first step's logits."""
+    first, so every call writes the same positions), weight-first at every row count or with ``F.linear``; the
+    first step's logits."""
     rows, steps = tokens.shape
     for layer in next(iter(cache.values())).layers:
         layer.cumulative_length.fill_(prompt_tokens)
-    start, first = time.perf_counter(), None
-    for t in range(steps):
-        logits = model(input_ids=tokens[:, t:t + 1], attention_mask=full_mask[:, :prompt_tokens + t + 1],
-                       position_ids=torch.full((rows, 1), prompt_tokens + t), logits_to_keep=1, **cache).logits
-        first = logits if first is None else first
-    return (time.perf_counter() - start) / steps, first
+    first = None
+    with weight_first_linears(model, max_rows=rows) if weight_first else contextlib.nullcontext():
+        for t in range(steps):
+            logits = model(input_ids=tokens[:, t:t + 1], attention_mask=full_mask[:, :prompt_tokens + t + 1],
+                           position_ids=torch.full((rows, 1), prompt_tokens + t), logits_to_keep=1, **cache).logits
+            first = logits if first is None else first
+    return first
 
 
 def compare_linears(row_counts: Sequence[int], prompt_tokens: int, steps: int, repeats: int,
@@ -169,20 +172,16 @@ def compare_linears(row_counts: Sequence[int], prompt_tokens: int, steps: int, r
                   **{cache_arg: cache})
 
             step_args = (model, {cache_arg: cache}, tokens, full_mask, prompt_tokens)
-            _decode_steps(*step_args)  # warm-up
-            seconds: dict[str, list[float]] = {"linear": [], "weight_first": []}
-            for _ in range(repeats):
-                plain, plain_logits = _decode_steps(*step_args)
-                with weight_first_linears(model, max_rows=rows):  # weight-first at every row count asked for
-                    swapped, swapped_logits = _decode_steps(*step_args)
-                seconds["linear"].append(plain)
-                seconds["weight_first"].append(swapped)
-        linear_ms = statistics.median(seconds["linear"]) * 1000
-        weight_first_ms = statistics.median(seconds["weight_first"]) * 1000
+            _decode_steps(*step_args, weight_first=False)  # warm-up
+            seconds, logits = alternate({"linear": functools.partial(_decode_steps, *step_args, weight_first=False),
+                                         "weight_first": functools.partial(_decode_steps, *step_args,
+                                                                           weight_first=True)}, repeats)
+        linear_ms = statistics.median(seconds["linear"]) / steps * 1000
+        weight_first_ms = statistics.median(seconds["weight_first"]) / steps * 1000
         results.append({"rows": rows, "prompt_tokens": prompt_tokens, "steps": steps,
                         "linear_ms": round(linear_ms, 1), "weight_first_ms": round(weight_first_ms, 1),
                         "speedup": round(linear_ms / weight_first_ms, 3),
-                        "max_logit_difference": float((plain_logits - swapped_logits).abs().max())})
+                        "max_logit_difference": float((logits["linear"] - logits["weight_first"]).abs().max())})
     return results
 
 
@@ -212,21 +211,15 @@ def compare_compaction(rows: int, new_tokens: int, repeats: int, seed: int = 0) 
     row_prompt = [row % len(prompts) for row in range(rows)]
     stop_ids = sorted(stop_token_ids(loaded.model, tokenizer))
 
-    def call(compact: bool, new: int) -> tuple[float, list[list[int]]]:
+    def call(compact: bool, new: int) -> list[list[int]]:
         torch.manual_seed(seed)
-        start = time.perf_counter()
-        sampled = sample_rows(loaded.model, prompts, row_prompt, temperature=TEMPERATURE, top_p=TOP_P,
-                              max_new_tokens=new, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id or 0,
-                              logprobs=True, compact=compact)
-        return time.perf_counter() - start, sampled.tokens
+        return sample_rows(loaded.model, prompts, row_prompt, temperature=TEMPERATURE, top_p=TOP_P,
+                           max_new_tokens=new, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id or 0,
+                           logprobs=True, compact=compact).tokens
 
     call(True, 2)  # warm-up
-    seconds: dict[str, list[float]] = {"kept": [], "compacted": []}
-    samples: dict[str, list[list[int]]] = {}
-    for _ in range(repeats):
-        for name, compact in (("kept", False), ("compacted", True)):
-            elapsed, samples[name] = call(compact, new_tokens)
-            seconds[name].append(elapsed)
+    seconds, samples = alternate({"kept": functools.partial(call, False, new_tokens),
+                                  "compacted": functools.partial(call, True, new_tokens)}, repeats)
     lengths = [len(tokens) for tokens in samples["kept"]]
     kept, compacted = statistics.median(seconds["kept"]), statistics.median(seconds["compacted"])
     return {"rows": rows, "new_tokens": new_tokens, "kept_s": round(kept, 2), "compacted_s": round(compacted, 2),
