@@ -22,6 +22,15 @@ keeps ``F.linear``.
 
 Rows are routed by a caller-given context (``rows_context``): the team model runs each row under its agent's LoRA
 adapter, the prefill's rows being the distinct prompts and the decode's rows the samples.
+
+Across calls, a :class:`~llm_marl_baselines.prompt_store.PromptStore` (``prompt_store``) keeps each prefilled prompt's
+keys and values: a later prompt that begins like a stored one (an episode's next turn, whose observation opens with
+the same task text) prefills only the rest, and a head that several prompts of one call share beyond the store (the
+task text both agents read) is prefilled once first. The prompts stay left-padded as without a store; the forward
+reads the last positions that cover every prompt's new tokens, and the positions before them come from the store, so
+the decode's cache is no wider than without one. (A first version put each prompt's new tokens after the longest
+reused prefix of the batch; the gaps that left made the decode read more positions, and the study's first coding
+turn, whose task texts differ in length, got slower.)
 """
 
 from __future__ import annotations
@@ -29,12 +38,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
+
+from llm_marl_baselines.prompt_store import PromptStore, StoredPrompt
 
 DEFAULT_TOP_K = 50
 """transformers' default top-k, which ``generate`` applies when sampling (and so do we)."""
@@ -193,6 +206,8 @@ def sample_rows(
     sampler: Callable[[Tensor], Tensor] | None = None,
     weight_first: bool = True,
     compact: bool = True,
+    prompt_store: PromptStore | None = None,
+    prompt_keys: Sequence[Hashable] | None = None,
 ) -> SampledRows:
     """Sample one completion per row; row ``r`` continues ``prompts[row_prompt[r]]`` (token ids, unpadded).
 
@@ -204,8 +219,11 @@ def sample_rows(
     ``weight_first``: decode under :func:`weight_first_linears` (False: ``F.linear`` throughout, for comparisons).
     ``compact``: drop finished rows from the batch once a quarter of it has finished (:func:`_worth_compacting`; False:
     every row runs to the last step, for comparisons); the samples are the same either way up to the logits' rounding.
-    Draws from torch's current RNG (seed it around the call for reproducible samples). Runs under
-    ``torch.inference_mode``.
+    ``prompt_store`` (with ``share_prefix``): a :class:`~llm_marl_baselines.prompt_store.PromptStore` of earlier
+    prompts' keys and values; each prompt prefills only what follows its longest prefix stored under its
+    ``prompt_keys`` entry (what routes it, e.g. its adapter's name; default ``None`` for every prompt), and every
+    prompt prefilled here is stored. The logits are the same up to rounding (the tests check). Draws from torch's
+    current RNG (seed it around the call for reproducible samples). Runs under ``torch.inference_mode``.
     """
     from transformers import MinNewTokensLengthLogitsProcessor
 
@@ -215,38 +233,42 @@ def sample_rows(
         raise ValueError(f"row_prompt: expected indices into {len(prompts)} prompts, got {list(row_prompt)[:8]}...")
     if cache not in ("static", "dynamic"):
         raise ValueError(f"cache: expected 'static' or 'dynamic', got {cache!r}")
+    if prompt_keys is not None and len(prompt_keys) != len(prompts):
+        raise ValueError(f"prompt_keys: expected one per prompt ({len(prompts)}), got {len(prompt_keys)}")
     route = rows_context or _no_routing
     device = next(model.parameters()).device
     rows = torch.tensor(list(row_prompt), dtype=torch.long, device=device)
     n_rows = len(row_prompt)
-    if share_prefix:
-        prefill_rows = list(range(len(prompts)))
-        prompt_ids, prompt_mask = left_pad(prompts, pad_id, str(device))
-    else:  # every row prefills its own copy of its prompt
-        prefill_rows = list(row_prompt)
-        prompt_ids, prompt_mask = left_pad([prompts[i] for i in row_prompt], pad_id, str(device))
-    width = prompt_ids.shape[1]
-    positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
     sampler = sampler or TopKSampler(temperature, top_p)
-    min_tokens = (MinNewTokensLengthLogitsProcessor(width, min_new_tokens, stop.tolist(), device=device)
-                  if min_new_tokens > 0 else None)
     cache_arg = cache_keyword(model)
     with torch.inference_mode():
-        kv = new_cache(model, cache, width + max_new_tokens)
-        prefill_kv = new_cache(model, "dynamic", width) if share_prefix else kv
-        with route(prefill_rows) as extra:
-            out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions, logits_to_keep=1,
-                        **{cache_arg: prefill_kv}, **extra)
-        logits = out.logits[:, -1].float()
         if share_prefix:
+            keys = list(prompt_keys) if prompt_keys is not None else [None] * len(prompts)
+            prefill_kv, prompt_ids, prompt_mask, logits = _prefill_reusing(
+                model, prompts, keys, prompt_store, route, pad_id, str(device), cache_arg)
+            width = prompt_ids.shape[1]
+            positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
+            kv = new_cache(model, cache, width + max_new_tokens)
             logits = logits.index_select(0, rows)
             _copy_rows(prefill_kv, kv, rows, width)
             del prefill_kv
             prompt_mask, positions = prompt_mask.index_select(0, rows), positions.index_select(0, rows)
-        del out
+            prompt_ids = prompt_ids.index_select(0, rows)
+        else:  # every row prefills its own copy of its prompt, straight into the decode's cache
+            prompt_ids, prompt_mask = left_pad([prompts[i] for i in row_prompt], pad_id, str(device))
+            width = prompt_ids.shape[1]
+            positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
+            kv = new_cache(model, cache, width + max_new_tokens)
+            with route(list(row_prompt)) as extra:
+                out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
+                            logits_to_keep=1, **{cache_arg: kv}, **extra)
+            logits = out.logits[:, -1].float()
+            del out
+        min_tokens = (MinNewTokensLengthLogitsProcessor(width, min_new_tokens, stop.tolist(), device=device)
+                      if min_new_tokens > 0 else None)
         sequences = torch.full((n_rows, width + max_new_tokens), pad_id, dtype=torch.long, device=device)
-        sequences[:, :width] = prompt_ids.index_select(0, rows) if share_prefix else prompt_ids
+        sequences[:, :width] = prompt_ids
         mask = torch.cat([prompt_mask, prompt_mask.new_ones((n_rows, max_new_tokens))], dim=1)
         next_position = positions[:, -1:] + 1
         unfinished = torch.ones(n_rows, dtype=torch.bool, device=device)
@@ -299,6 +321,124 @@ def sample_rows(
         if token_logprobs is not None:
             kept_logprobs.append(token_logprobs[r][:length])
     return SampledRows(tokens, kept_logprobs if logprobs else None, stopped)
+
+
+def _prefill_reusing(model: Any, prompts: Sequence[Sequence[int]], route_keys: Sequence[Hashable],
+                     store: PromptStore | None, route: RowsContext, pad_id: int, device: str,
+                     cache_arg: str) -> tuple[Any, Tensor, Tensor, Tensor]:
+    """Prefill each prompt once: ``(dynamic cache, left-padded ids, mask, next-token logits)``, a row per prompt.
+
+    With a ``store``: the prefixes that two or more of these prompts share beyond what the store holds (a task text
+    every agent's prompt starts with) are prefilled once each and stored first, when that makes the two forwards read
+    fewer positions than one (see :func:`_prefill`); then every prompt is prefilled from its stored prefix on, and
+    stored whole."""
+    every = list(range(len(prompts)))
+    if store is None:
+        return _prefill(model, prompts, every, route_keys, None, route, pad_id, device, cache_arg)
+    heads = _shared_heads(model, prompts, route_keys, store)
+    if heads:
+        stored = [store.longest_prefix(model, key, ids)[1] for key, ids in zip(route_keys, prompts, strict=True)]
+        window = max(len(ids) - n for ids, n in zip(prompts, stored, strict=True))
+        window_after = max(len(ids) - max(n, heads.get(i, 0))
+                           for i, (ids, n) in enumerate(zip(prompts, stored, strict=True)))
+        heads_window = max(length - stored[i] for i, length in heads.items())
+        distinct = {(route_keys[i], tuple(prompts[i][:length])): i for i, length in heads.items()}
+        if len(distinct) * heads_window + len(prompts) * window_after < len(prompts) * window:
+            rows = list(distinct.values())
+            _prefill(model, [prompts[i][:heads[i]] for i in rows], rows, [route_keys[i] for i in rows], store,
+                     route, pad_id, device, cache_arg)
+    result = _prefill(model, prompts, every, route_keys, store, route, pad_id, device, cache_arg)
+    store.prompt_tokens += sum(len(ids) for ids in prompts)
+    return result
+
+
+def _prefill(model: Any, prompts: Sequence[Sequence[int]], prompt_rows: list[int], route_keys: Sequence[Hashable],
+             store: PromptStore | None, route: RowsContext, pad_id: int, device: str,
+             cache_arg: str) -> tuple[Any, Tensor, Tensor, Tensor]:
+    """One prefill forward over ``prompts``, left-padded (routed as the caller's prompts ``prompt_rows``).
+
+    With a ``store`` the forward reads only the last ``window`` positions, the fewest that hold every prompt's tokens
+    after its longest stored prefix; each row's positions before them are copied from its stored prompt (a row whose
+    stored prefix is longer than that reads a few stored tokens again). So the cache has the prompts' own width and no
+    gaps, and the decode after it reads no more than without a store. Then every prompt is stored."""
+    ids, mask = left_pad(prompts, pad_id, device)
+    width = ids.shape[1]
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    found: list[tuple[StoredPrompt | None, int]] = [(None, 0)] * len(prompts)
+    if store is not None:
+        found = [store.longest_prefix(model, key, p) for key, p in zip(route_keys, prompts, strict=True)]
+    window = max(len(p) - n for p, (_, n) in zip(prompts, found, strict=True))
+    head = width - window
+    kv = new_cache(model, "dynamic", width)
+    if head:  # the stored prefixes go in first; the forward reads only what follows them
+        _lay_prefixes(kv, [(entry, max(0, len(p) - window)) for p, (entry, _) in zip(prompts, found, strict=True)],
+                      head)
+    with route(prompt_rows) as extra:
+        out = model(input_ids=ids[:, head:], attention_mask=mask, position_ids=positions[:, head:], logits_to_keep=1,
+                    **{cache_arg: kv}, **extra)
+    if store is not None:
+        _store_prompts(store, model, route_keys, prompts, kv, mask)
+        store.prefilled_tokens += sum(min(len(p), window) for p in prompts)
+    return kv, ids, mask, out.logits[:, -1].float()
+
+
+def _shared_heads(model: Any, prompts: Sequence[Sequence[int]], route_keys: Sequence[Hashable],
+                  store: PromptStore) -> dict[int, int]:
+    """``{prompt index: head length}`` for the prompts with a prefix worth prefilling once before them: the longest
+    prefix a prompt shares with another prompt of the same route key (sorted prompts: a prompt's longest common
+    prefix is with a neighbour), where that is at least ``store.min_tokens`` beyond what the store holds."""
+    by_key: dict[Hashable, list[int]] = {}
+    for index, key in enumerate(route_keys):
+        by_key.setdefault(key, []).append(index)
+    heads: dict[int, int] = {}
+    for key, members in by_key.items():
+        members.sort(key=lambda i: tuple(prompts[i]))
+        shared = [0] * len(members)
+        for a, b in itertools.pairwise(range(len(members))):
+            common = _common_length(prompts[members[a]], prompts[members[b]])
+            shared[a], shared[b] = max(shared[a], common), max(shared[b], common)
+        for position, index in enumerate(members):
+            length = min(shared[position], len(prompts[index]) - 1)
+            if length >= store.min_tokens and length >= store.longest_prefix(
+                    model, key, (*prompts[index][:length], -1))[1] + store.min_tokens:
+                heads[index] = length
+    return heads
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if len(differ) else n
+
+
+def _lay_prefixes(cache: Any, reused: Sequence[tuple[StoredPrompt | None, int]], width: int) -> None:
+    """Fill an empty dynamic ``cache`` with ``width`` positions per row: the first ``n`` positions of row ``i``'s
+    stored prompt (``reused[i] = (entry, n)``), right-aligned; zeros before them (padding, masked)."""
+    from transformers.cache_utils import DynamicLayer
+
+    sample = next(entry for entry, _ in reused if entry is not None)
+    for index, layer in enumerate(cache.layers):
+        if type(layer) is not DynamicLayer:
+            raise NotImplementedError(f"cannot lay stored prefixes into a {type(layer).__name__} cache layer; "
+                                      "sample this model without a prompt store")
+        like = sample.keys[index]
+        keys = like.new_zeros((len(reused), like.shape[0], width, like.shape[-1]))
+        values = sample.values[index].new_zeros(keys.shape[:-1] + sample.values[index].shape[-1:])
+        for row, (entry, n) in enumerate(reused):
+            if entry is not None and n > 0:
+                keys[row, :, width - n:] = entry.keys[index][:, :n]
+                values[row, :, width - n:] = entry.values[index][:, :n]
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+
+
+def _store_prompts(store: PromptStore, model: Any, route_keys: Sequence[Hashable], prompts: Sequence[Sequence[int]],
+                   cache: Any, mask: Tensor) -> None:
+    """Put each prefilled prompt's keys and values (its unmasked positions, in order) in ``store``."""
+    for row, (key, ids) in enumerate(zip(route_keys, prompts, strict=True)):
+        positions = mask[row].nonzero().squeeze(1)
+        store.put(model, key, ids, [layer.keys[row].index_select(1, positions) for layer in cache.layers],
+                  [layer.values[row].index_select(1, positions) for layer in cache.layers])
 
 
 def _worth_compacting(unfinished: int, batch: int) -> bool:

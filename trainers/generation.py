@@ -82,6 +82,7 @@ from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, ne
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import Generation, GenerationSettings
 from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
+from llm_marl_baselines.prompt_store import PromptStore
 from llm_marl_envs.rollout import ChatRequest
 from llm_marl_trainers.losses import completion_logits, entropy_from_logits, sequence_logprobs, token_logprobs
 
@@ -493,6 +494,7 @@ class TeamModel:
         *,
         logprobs: bool = True,
         min_new_tokens: int = 0,
+        prompt_store: PromptStore | None = None,
     ) -> list[list[Generation]]:
         """``samples_per_request`` records per request, in request order, from one ``generate`` call per base model.
 
@@ -504,6 +506,9 @@ class TeamModel:
         per-token log-probabilities; ``min_new_tokens`` forbids stop tokens before that many tokens (benchmarks pin
         ``min = max``; the recorded log-probabilities stay those of the raw logits). Sampling is the baselines' local
         backend's: ``temperature`` and ``top_p`` from ``settings`` plus transformers' default top-k (50).
+        ``prompt_store``: a :class:`~llm_marl_baselines.prompt_store.PromptStore` (with ``share_prefix``) from which
+        each (agent, prompt) reuses the keys and values of its longest prefix prefilled before under its agent's
+        adapter; only while the weights stay as they were (evaluation): training passes none.
         """
         if isinstance(samples_per_request, bool) or not isinstance(samples_per_request, int) or samples_per_request < 1:
             raise ValueError(f"samples_per_request: expected an int >= 1, got {samples_per_request!r}")
@@ -532,24 +537,28 @@ class TeamModel:
                 for start in range(0, len(rows), chunk):
                     batch = rows[start:start + chunk]
                     agents = [requests[i].agent for i, _ in batch]
-                    run = self._sample_shared if self.share_prefix else self._generate_rows
-                    generated = run(group, [ids for _, ids in batch], agents, settings, logprobs, min_new_tokens)
+                    generated = (self._sample_shared(group, [ids for _, ids in batch], agents, settings, logprobs,
+                                                     min_new_tokens, prompt_store) if self.share_prefix else
+                                 self._generate_rows(group, [ids for _, ids in batch], agents, settings, logprobs,
+                                                     min_new_tokens))
                     for (i, _), record in zip(batch, generated, strict=True):
                         records[i].append(dataclasses.replace(record, text=completion_text(
                             prefixes[i], record.text)))
         return records
 
     def as_rollout_policy(
-        self, settings: GenerationSettings, *, logprobs: bool = True, min_new_tokens: int = 0
+        self, settings: GenerationSettings, *, logprobs: bool = True, min_new_tokens: int = 0,
+        prompt_store: PromptStore | None = None,
     ) -> TeamRolloutPolicy:
         """This team as the policy :func:`llm_marl_envs.rollout.run_episodes` / ``rollout_tree`` call: one record
         per :class:`~llm_marl_envs.rollout.ChatRequest` (``rollout_tree``'s G identical requests per agent are G rows
         of the same single ``generate`` call). ``min_new_tokens``: no stop before that many tokens (benchmarks use
-        it to fix completion lengths)."""
-        return TeamRolloutPolicy(self, settings, logprobs, min_new_tokens)
+        it to fix completion lengths). ``prompt_store``: see :meth:`generate` (evaluation only)."""
+        return TeamRolloutPolicy(self, settings, logprobs, min_new_tokens, prompt_store)
 
     def _sample_shared(self, group: _Group, encoded: list[list[int]], agents: list[str],
-                       settings: GenerationSettings, logprobs: bool, min_new_tokens: int) -> list[Generation]:
+                       settings: GenerationSettings, logprobs: bool, min_new_tokens: int,
+                       prompt_store: PromptStore | None = None) -> list[Generation]:
         """Rows sampled with each distinct (agent, prompt) prefilled once under its agent's adapter
         (:func:`llm_marl_baselines.decoding.sample_rows`); the record text is the decoded continuation, unstripped."""
         distinct: dict[tuple[str, tuple[int, ...]], int] = {}
@@ -567,7 +576,8 @@ class TeamModel:
                                   temperature=settings.temperature, top_p=settings.top_p,
                                   max_new_tokens=settings.max_new_tokens, stop_ids=sorted(group.stop_ids),
                                   pad_id=group.pad_id, min_new_tokens=min_new_tokens, logprobs=logprobs,
-                                  rows_context=rows_context)
+                                  rows_context=rows_context, prompt_store=prompt_store,
+                                  prompt_keys=prompt_agents)
         finally:
             group.model.train(was_training)
         tokenizer = group.loaded.tokenizer
@@ -838,12 +848,12 @@ class TeamRolloutPolicy:
     settings: GenerationSettings
     logprobs: bool = True
     min_new_tokens: int = 0
+    prompt_store: PromptStore | None = None
 
     def __call__(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         """One record per request."""
-        generated = self.team.generate(
-            requests, self.settings, logprobs=self.logprobs, min_new_tokens=self.min_new_tokens
-        )
+        generated = self.team.generate(requests, self.settings, logprobs=self.logprobs,
+                                       min_new_tokens=self.min_new_tokens, prompt_store=self.prompt_store)
         return [samples[0] for samples in generated]
 
 

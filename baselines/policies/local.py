@@ -15,6 +15,7 @@ from typing import Any
 from llm_marl_baselines.decoding import TopKSampler, sample_rows
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
+from llm_marl_baselines.prompt_store import DEFAULT_MAX_BYTES, PromptStore
 
 DEFAULT_BATCH_SIZE = 16
 
@@ -67,13 +68,14 @@ def generate_actions(
     batch_size: int = DEFAULT_BATCH_SIZE,
     model: Any = None,
     share_prefix: bool = True,
+    prompt_store: PromptStore | None = None,
 ) -> list[str]:
     """Generate one completion per request with ``model`` (default ``loaded.model``), ``batch_size`` rows at a time.
 
     Rows are grouped by prompt length so padding stays small; results come back in request order.
     """
     records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False,
-                               share_prefix=share_prefix)
+                               share_prefix=share_prefix, prompt_store=prompt_store)
     return [record.text for record in records]
 
 
@@ -101,6 +103,7 @@ def generate_records(
     model: Any = None,
     logprobs: bool = True,
     share_prefix: bool = True,
+    prompt_store: PromptStore | None = None,
 ) -> list[Generation]:
     """One :class:`Generation` per request: text, prompt ids, completion ids and (``logprobs=True``) per-token
     log-probabilities, in request order.
@@ -115,7 +118,9 @@ def generate_records(
     ``share_prefix`` (default): requests with the same prompt in one batch (the G samples of a group, several seeds of
     one task) are prefilled once and decoded in a static cache (:func:`llm_marl_baselines.decoding.sample_rows`); False
     runs ``model.generate`` on every row, the reference path (same samples for the same seed and rows, both drawn by
-    :class:`~llm_marl_baselines.decoding.TopKSampler`: the tests check).
+    :class:`~llm_marl_baselines.decoding.TopKSampler`: the tests check). ``prompt_store`` (with ``share_prefix``):
+    a :class:`~llm_marl_baselines.prompt_store.PromptStore`; each prompt then prefills only what follows its longest
+    prefix among the prompts prefilled before with the store, and is stored in turn (for fixed weights only).
     """
     import torch
 
@@ -133,14 +138,15 @@ def generate_records(
             torch.manual_seed(settings.seed)
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
-            batch = _generate_batch(loaded, model, [encoded[i] for i in rows], settings, logprobs, share_prefix)
+            batch = _generate_batch(loaded, model, [encoded[i] for i in rows], settings, logprobs, share_prefix,
+                                    prompt_store)
             for row, record in zip(rows, batch, strict=True):
                 records[row] = dataclasses.replace(record, text=completion_text(prefixes[row], record.text))
     return [record for record in records if record is not None]
 
 
 def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], settings: GenerationSettings,
-                    logprobs: bool, share_prefix: bool) -> list[Generation]:
+                    logprobs: bool, share_prefix: bool, prompt_store: PromptStore | None) -> list[Generation]:
     """One batch of rows: a record per row, cut after its first stop token (text: the decoded continuation, not yet
     stripped or prefixed)."""
     stop_ids = sorted(stop_token_ids(model, loaded.tokenizer))
@@ -150,7 +156,7 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
         row_prompt = [distinct.setdefault(tuple(ids), len(distinct)) for ids in encoded]
         sampled = sample_rows(model, [list(ids) for ids in distinct], row_prompt, temperature=settings.temperature,
                               top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, stop_ids=stop_ids,
-                              pad_id=pad_id, logprobs=logprobs)
+                              pad_id=pad_id, logprobs=logprobs, prompt_store=prompt_store)
         tokens, token_logprobs, stopped = sampled.tokens, sampled.logprobs, sampled.stopped
     else:
         tokens, token_logprobs, stopped = _generate_with_hf(loaded, model, encoded, settings, logprobs, stop_ids)
@@ -225,6 +231,10 @@ class LocalModelPolicy(Policy):
         loaded: an already loaded model to share (then ``model``/``dtype``/``device`` are ignored).
         share_prefix: prefill each distinct prompt of a batch once and decode in a static cache (default); False
             runs ``model.generate`` on every row (the reference path, for comparisons).
+        reuse_prompts: keep recent prompts' keys and values (a :class:`~llm_marl_baselines.prompt_store.PromptStore`
+            of ``prompt_store_bytes``, default 1 GiB) so that a prompt that begins like an earlier one (an
+            episode's next turn) prefills only the rest (default; with ``share_prefix``). The weights never change
+            here, so the store stays right; :attr:`prompt_store` is it (None when off).
     """
 
     name = "local"
@@ -238,18 +248,21 @@ class LocalModelPolicy(Policy):
         batch_size: int = DEFAULT_BATCH_SIZE,
         loaded: LoadedModel | None = None,
         share_prefix: bool = True,
+        reuse_prompts: bool = True,
+        prompt_store_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
         self.loaded = loaded if loaded is not None else load_model(model, dtype=dtype, device=device)
         self.batch_size = batch_size
         self.share_prefix = bool(share_prefix)
+        self.prompt_store = PromptStore(prompt_store_bytes) if reuse_prompts and self.share_prefix else None
 
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
         # Texts only: skips keeping the raw logits that log-probabilities need.
         return generate_actions(self.loaded, requests, settings, batch_size=self.batch_size,
-                                share_prefix=self.share_prefix)
+                                share_prefix=self.share_prefix, prompt_store=self.prompt_store)
 
     def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
         return generate_records(self.loaded, requests, settings, batch_size=self.batch_size,
-                                share_prefix=self.share_prefix)
+                                share_prefix=self.share_prefix, prompt_store=self.prompt_store)

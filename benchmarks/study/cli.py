@@ -55,6 +55,7 @@ from llm_marl_benchmarks.study.execution import (
     DEFAULT_BATCH_EPISODES,
     GENERATE_ROWS,
     POLICY_KINDS,
+    PROMPT_TOKENS,
     PolicySpec,
     make_batches,
     run_local,
@@ -128,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "condition per batch (the old schedule, for comparisons)")
     run.add_argument("--generate-rows", type=int, default=GENERATE_ROWS,
                      help=f"the most rows of one local generate call (default {GENERATE_ROWS})")
+    run.add_argument("--reuse-prompts", action=argparse.BooleanOptionalAction, default=True,
+                     help="each batch keeps its prompts' keys and values, so an episode's next turn prefills only "
+                          "what its observation adds (default; --no-reuse-prompts prefills every prompt whole, for "
+                          "comparisons)")
     run.add_argument("--ray-address", default=None, help="run batches as Ray tasks: auto, HOST:PORT, ray://...")
     run.add_argument("--ray-cpus-per-task", type=float, default=1.0)
     run.add_argument("--ray-gpus-per-task", type=float, default=0.0)
@@ -258,6 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress.episodes_logged([turn_budgets[row["condition"]] for row in fresh],
                                      " + ".join(dict.fromkeys(f"{r['env']} {r['condition']}" for r in fresh)))
 
+    PROMPT_TOKENS.clear()
     if args.ray_address:
         run_ray(batches, design, policy, on_rows, args.ray_address, args.ray_cpus_per_task, args.ray_gpus_per_task)
     else:
@@ -268,6 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
           f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
           f"{_eta(figures['projected_full_design_s'])} at this pace)", flush=True)
+    if PROMPT_TOKENS["prompt"]:  # batches run in this process with a prompt store
+        figures.update(prompt_tokens=PROMPT_TOKENS["prompt"], prefilled_tokens=PROMPT_TOKENS["prefilled"])
+        print(f"[study] prompts: {PROMPT_TOKENS['prompt']:,} tokens, {PROMPT_TOKENS['prefilled']:,} of them read by "
+              f"the model ({1 - PROMPT_TOKENS['prefilled'] / PROMPT_TOKENS['prompt']:.0%} reused from earlier prompts "
+              "of their batch)", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**figures, "config_hash": digest, "out": str(out)}, indent=2) + "\n")
@@ -465,7 +476,7 @@ def _policy_spec(args: argparse.Namespace) -> PolicySpec:
         raise ValueError(f"--generate-rows: expected >= 1, got {args.generate_rows}")
     return PolicySpec(kind=args.policy, model=args.model, dtype=args.dtype, base_url=args.base_url,
                       endpoint_model=args.endpoint_model, api_key_env=args.api_key_env,
-                      generate_rows=args.generate_rows)
+                      generate_rows=args.generate_rows, reuse_prompts=args.reuse_prompts)
 
 
 def _write_record(out: Path, parts: dict[str, Any], digest: str, argv: Sequence[str] | None) -> None:

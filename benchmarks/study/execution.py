@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ DEFAULT_BATCH_EPISODES = 64
 GENERATE_ROWS = 64
 """The most rows of one local generate call (``--generate-rows``), and the most agents of a lockstep batch, so a
 turn's requests fill one call."""
+PROMPT_STORE_BYTES = 3 << 30
+"""A batch's prompt store holds up to 3 GiB of keys and values: two turns of 64 prompts of 500 tokens of SmolLM2-135M
+in float32 (46 KB per token), so every prompt of a turn is still there at the next."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,10 @@ class PolicySpec:
     api_key_env: str = "OPENAI_API_KEY"
     generate_rows: int = GENERATE_ROWS
     """The most rows of one local ``generate`` call (execution, like the batch size: not in :meth:`to_dict`)."""
+    reuse_prompts: bool = True
+    """Whether a batch's local model reuses its earlier prompts' keys and values (a
+    :class:`~llm_marl_baselines.prompt_store.PromptStore` per batch, so a batch replays the same way wherever it runs;
+    execution: not in :meth:`to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """What decides the outcomes (the key's name is kept, never the key)."""
@@ -131,12 +139,20 @@ def make_batches(
 
 
 # -------------------------------------------------------------------------------------------------------- policies
+PROMPT_TOKENS: Counter[str] = Counter()
+"""Over this process's batches with a prompt store: ``prompt``, the tokens of the prompts the local model prefilled,
+and ``prefilled``, how many of them it read (the rest came from earlier prompts of their batch)."""
 _POLICIES: dict[Any, Any] = {}
 """Policies built in this process, by spec (a Ray worker process serves many batches with one model load)."""
 
 
 def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> Any:
-    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given)."""
+    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch."""
+    from llm_marl_baselines.prompt_store import PromptStore
+
+    # A store per batch: turns reuse their batch's earlier prompts and nothing else, so what a batch samples does not
+    # depend on which batches ran before it in this process (the reuse changes logits by rounding only).
+    store = PromptStore(PROMPT_STORE_BYTES) if spec.reuse_prompts else None
     if team_dir is not None and spec.kind != "scripted":
         key = ("team", team_dir, spec.dtype, spec.generate_rows)
         if key not in _POLICIES:
@@ -147,7 +163,7 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
             adapters = {role: Path(team_dir) / folder for role, folder in manifest.roles.items()}
             _POLICIES[key] = TeamModel.load(list(manifest.roles), manifest.base_model, dtype=spec.dtype,
                                             adapters=adapters, max_batch_rows=spec.generate_rows)
-        return _POLICIES[key].as_rollout_policy(settings, logprobs=False)
+        return _POLICIES[key].as_rollout_policy(settings, logprobs=False, prompt_store=store)
     key = ("base", spec)
     if key not in _POLICIES:
         from llm_marl_baselines.policies import make_policy
@@ -161,7 +177,7 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
             _POLICIES[key] = make_policy("scripted")
     policy = _POLICIES[key]
     if spec.kind == "local":
-        return _CountedLocal(policy, settings)
+        return _CountedLocal(policy, settings, store)
     return policy.as_rollout_policy(settings, records=False)
 
 
@@ -172,6 +188,7 @@ class _CountedLocal:
 
     policy: Any
     settings: Any
+    prompt_store: Any = None
 
     def __call__(self, requests: Sequence[Any]) -> list[Any]:
         from llm_marl_baselines.policies import ActionRequest
@@ -179,7 +196,8 @@ class _CountedLocal:
 
         batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
         return generate_records(self.policy.loaded, batch, self.settings, batch_size=self.policy.batch_size,
-                                logprobs=False, share_prefix=self.policy.share_prefix)
+                                logprobs=False, share_prefix=self.policy.share_prefix,
+                                prompt_store=self.prompt_store)
 
 
 # ---------------------------------------------------------------------------------------------------------- a batch
@@ -217,6 +235,10 @@ def run_batch(
     finally:
         for env in envs:
             env.close()
+        store = getattr(policy_fn, "prompt_store", None)
+        if store is not None:
+            PROMPT_TOKENS["prompt"] += store.prompt_tokens
+            PROMPT_TOKENS["prefilled"] += store.prefilled_tokens
     worker = f"{os.uname().nodename}:{os.getpid()}"
     return [
         episode_row(planned, trajectory, design, ended.get(i, time.perf_counter()) - start, worker)

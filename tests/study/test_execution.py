@@ -156,3 +156,28 @@ def test_study_progress_prints_a_line_per_turn_with_counts_rate_and_an_eta_from_
     progress.episodes_logged([4], "coding: trained", turns=[3])
     assert progress.done == 18 and progress.episodes_done == 4 and progress.turns_played == 7
     assert "4/5 episodes" in stream.getvalue().splitlines()[-1]
+
+
+def test_each_batch_of_the_local_model_gets_its_own_prompt_store_unless_reuse_is_off(monkeypatch):
+    """A store per batch: a batch's turns reuse its own earlier prompts, never another batch's, so what it samples
+    does not depend on which batches ran before it in the process."""
+    from types import SimpleNamespace
+
+    from llm_marl_baselines.policies import GenerationSettings
+    from llm_marl_benchmarks.study import execution
+    from llm_marl_benchmarks.study.cli import _policy_spec, build_parser
+
+    settings = GenerationSettings(max_new_tokens=8)
+    for reuse in (True, False):
+        spec = PolicySpec(kind="local", reuse_prompts=reuse)
+        # An already-built local policy stands in for the model load (the slow main-preset test loads the real one).
+        monkeypatch.setitem(execution._POLICIES, ("base", spec), SimpleNamespace(share_prefix=True))
+        first, second = (execution._rollout_policy(spec, None, settings) for _ in range(2))
+        if reuse:
+            assert first.prompt_store is not None and second.prompt_store is not None
+            assert first.prompt_store is not second.prompt_store
+            assert first.prompt_store.max_bytes == execution.PROMPT_STORE_BYTES
+        else:
+            assert first.prompt_store is None and second.prompt_store is None
+    assert _policy_spec(build_parser().parse_args([])).reuse_prompts
+    assert not _policy_spec(build_parser().parse_args(["--no-reuse-prompts"])).reuse_prompts

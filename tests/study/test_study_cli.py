@@ -289,3 +289,6 @@ def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, c
     assert "writing, team size 2 (episodes: trained 1, untrained 1, single 1):" in out
     team_return = [line for line in out.splitlines() if line.startswith("| team return |")]
     assert len(team_return) == 2 and not any("n/a" in line for line in team_return)
+    # Each batch keeps its prompts: a second turn reads only what its observations added to the first's.
+    prompts = re.search(r"\[study\] prompts: ([\d,]+) tokens, ([\d,]+) of them read by the model", out)
+    assert prompts is not None and 0 < int(prompts[2].replace(",", "")) < int(prompts[1].replace(",", ""))

@@ -98,6 +98,35 @@ def test_mixed_batch_logprobs_equal_per_adapter_runs(scheme: str) -> None:
         assert record.logprobs == pytest.approx(reference.tolist(), abs=1e-5)
 
 
+def test_a_prompt_store_gives_each_agent_the_samples_of_the_whole_prefill() -> None:
+    """Two turns of two agents whose prompts open with one task text: with a store each agent's second turn reads
+    only what follows its first turn's prompt, under its own adapter (the agents' keys and values of the same text
+    differ), and samples what it samples without a store."""
+    from llm_marl_baselines.prompt_store import PromptStore
+
+    team = make_team()
+    store = PromptStore(min_tokens=4)
+    task = "Source text: the council met on Tuesday and voted to repair the old bridge before the winter. " * 2
+    turns = [[ChatRequest(0, "concise", 1, chat(task + "Write a headline.")),
+              ChatRequest(0, "detailed", 1, chat(task + "Write a summary."))],
+             [ChatRequest(0, "concise", 2, chat(task + "Write a headline. Your draft: Bridge vote.")),
+              ChatRequest(0, "detailed", 2, chat(task + "Write a summary. Your draft: The council met."))]]
+    for requests in turns:
+        reused = flat(team.generate(requests, SAMPLED, prompt_store=store))
+        whole = flat(team.generate(requests, SAMPLED))
+        assert [r.completion_ids for r in reused] == [r.completion_ids for r in whole]
+        for a, b in zip(reused, whole, strict=True):
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    assert store.prefilled_tokens < 0.7 * store.prompt_tokens
+    headline = team.prompt_ids([turns[1][0]])[0]
+    model = team.model_of("concise")
+    # Under its own agent the headline prompt finds its first turn (through "headline."); under the other agent only
+    # the task text they share; under no agent of the team nothing.
+    own, other = (store.longest_prefix(model, agent, headline)[1] for agent in ("concise", "detailed"))
+    assert len(headline) > own > other > len(headline) // 2
+    assert store.longest_prefix(model, "nobody", headline) == (None, 0)
+
+
 def test_routed_logits_equal_peft_mixed_batch_and_set_adapter() -> None:
     team = make_team()
     tokenizer = team.tokenizer_of("concise")
