@@ -9,7 +9,8 @@
 # (2026-11-26, writing ending under "all": docs/results/study-main-quorum-all/), 27 min 15 s on 2 idle cores of an
 # AMD EPYC without native bf16, where the policies run in float32 (2026-11-27, writing's default "half":
 # docs/results/study-main/), 26 min 51 s there with the decode loop of 48c4ccc (2026-11-28:
-# docs/results/study-main-2026-11-28/; the loop's gains and their limits: docs/study.md).
+# docs/results/study-main-2026-11-28/; the loop's gains and their limits: docs/study.md), 22 min 18 s with each
+# batch's prompt store (2026-11-28, against 25 min 38 s without it that hour: docs/results/study-main-prompt-store/).
 # Extra arguments go to `llm-marl bench study` (e.g. --out DIR; --train to train the teams from scratch first with the
 # shipped recipes' settings; --preset results for the README's results table; --preset full --train for the seeds'
 # design).
