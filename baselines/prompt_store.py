@@ -30,7 +30,8 @@ DEFAULT_MAX_BYTES = 1 << 30
 """1 GiB of keys and values: about 45 prompts of 500 tokens of SmolLM2-135M in float32 (46 KB per token)."""
 
 DEFAULT_MIN_TOKENS = 16
-"""Shorter common prefixes are prefilled again: copying them saves less than the bookkeeping costs."""
+"""Common prefixes shorter than this are prefilled again rather than looked up and copied. SmolLM2's chat template
+opens every prompt with the same 24 tokens (its default system prompt and the user header), so those alone count."""
 
 
 @dataclass(frozen=True)
