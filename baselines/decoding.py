@@ -43,11 +43,10 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from llm_marl_baselines.prompt_store import PromptStore, StoredPrompt
+from llm_marl_baselines.prompt_store import PromptStore, StoredPrompt, common_prefix_length
 
 DEFAULT_TOP_K = 50
 """transformers' default top-k, which ``generate`` applies when sampling (and so do we)."""
@@ -395,7 +394,7 @@ def _shared_heads(model: Any, prompts: Sequence[Sequence[int]], route_keys: Sequ
         members.sort(key=lambda i: tuple(prompts[i]))
         shared = [0] * len(members)
         for a, b in itertools.pairwise(range(len(members))):
-            common = _common_length(prompts[members[a]], prompts[members[b]])
+            common = common_prefix_length(prompts[members[a]], prompts[members[b]])
             shared[a], shared[b] = max(shared[a], common), max(shared[b], common)
         for position, index in enumerate(members):
             length = min(shared[position], len(prompts[index]) - 1)
@@ -403,12 +402,6 @@ def _shared_heads(model: Any, prompts: Sequence[Sequence[int]], route_keys: Sequ
                     model, key, (*prompts[index][:length], -1))[1] + store.min_tokens:
                 heads[index] = length
     return heads
-
-
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(differ[0]) if len(differ) else n
 
 
 def _lay_prefixes(cache: Any, reused: Sequence[tuple[StoredPrompt | None, int]], width: int) -> None:

@@ -98,9 +98,7 @@ class PromptStore:
         route = self._route(model, route_key)
         for name in self._by_head.get((route, ids[:self.min_tokens].tobytes()), ()):
             entry = self._entries[name]
-            n = min(limit, len(entry.tokens))
-            differ = np.flatnonzero(entry.tokens[:n] != ids[:n])
-            length = int(differ[0]) if len(differ) else n
+            length = common_prefix_length(entry.tokens, ids[:limit])
             if length > best_length:
                 best, best_length = entry, length
         if best is None:
@@ -147,6 +145,13 @@ class PromptStore:
         self._by_head[head].discard(name)
         if not self._by_head[head]:
             del self._by_head[head]
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if len(differ) else n
 
 
 def _as_ids(tokens: Sequence[int]) -> np.ndarray:
