@@ -15,6 +15,7 @@ the trainer's update, so each line earns its tokens (``benchmarks/prompt_tokens.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,10 +55,22 @@ CONTEXT_LABELS: tuple[str, ...] = (OWN_DRAFT_LABEL, FEEDBACK_LABEL, INBOX_LABEL,
 of its own copied the observation's scaffolding instead of writing its part (:func:`echoes_scaffolding`)."""
 
 
+CUE_SENTENCES: tuple[str, ...] = (REPLACES_DRAFT, PROTOCOL_HELP, DONE_OFFER.splitlines()[0])
+"""Sentences of the cue (:func:`cue`) that no part has a reason to contain: a part that does copied its prompt's last
+lines. In the results logs (docs/results/results-*/episodes.jsonl, every env and size) the labels alone flagged no
+final part; with these sentences and the turn header 95 of 896 untrained parts, 51 of 896 adapters-off, 14 of 328
+single-agent and 12 of 896 trained ones are flagged."""
+
+_TURN_HEADER = re.compile(r"\bTurn \d+ of \d+\.")
+
+
 def echoes_scaffolding(text: str) -> bool:
-    """Whether ``text`` (an agent's draft) contains one of :data:`CONTEXT_LABELS` as a line of its own: a small model
-    echoing its observation (seen with SmolLM2-135M at turn 2: the feedback label and its own draft again)."""
-    return any(line.strip() in CONTEXT_LABELS for line in text.splitlines())
+    """Whether ``text`` (an agent's draft) copies its observation's scaffolding: one of :data:`CONTEXT_LABELS` as a
+    line of its own (seen with SmolLM2-135M at turn 2: the feedback label and its own draft again), a sentence of the
+    cue (:data:`CUE_SENTENCES`) or the cue's turn header ("Turn 2 of 4.") anywhere in it."""
+    if any(line.strip() in CONTEXT_LABELS for line in text.splitlines()):
+        return True
+    return any(sentence in text for sentence in CUE_SENTENCES) or _TURN_HEADER.search(text) is not None
 
 
 @dataclass(frozen=True)

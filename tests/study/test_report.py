@@ -473,6 +473,12 @@ def test_echoed_scaffolding_is_logged_or_derived_from_the_logged_parts() -> None
     echo = f"The council closed the bridge.\n\n{FEEDBACK_LABEL}\nThe council closed the bridge."
     assert echoes_scaffolding(echo) and all(echoes_scaffolding(f"x\n  {label}  \ny") for label in CONTEXT_LABELS)
     assert not echoes_scaffolding("The feedback on your draft: it was short.")
+    # The cue's own sentences, wherever they sit, are copied prompt too (the untrained team's commonest echo).
+    for copied in ("The bridge closed.\n\nWhen your part is final, end your reply with:",
+                   "A detail. Turn 4 of 4. Notes to teammates go in . Your reply replaces your draft.",
+                   "Turn 2 of 3. The bridge closed."):
+        assert echoes_scaffolding(copied), copied
+    assert not echoes_scaffolding("The last turn of the match came at 4 of 4 games; the final part was his.")
     assert echoed_scaffolding({"a": echo, "b": "A plain part."}) == 0.5 and echoed_scaffolding({}) is None
     old = episode("trained", "writing", 2, 0, 0)
     del old["echoed_scaffolding"]
