@@ -169,7 +169,9 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
         from llm_marl_baselines.policies import make_policy
 
         if spec.kind == "local":
-            _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype, batch_size=spec.generate_rows)
+            # The study samples through _CountedLocal with each batch's own store, never the policy's own.
+            _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype, batch_size=spec.generate_rows,
+                                         reuse_prompts=False)
         elif spec.kind == "endpoint":
             _POLICIES[key] = make_policy("endpoint", base_url=spec.base_url, model=spec.endpoint_model,
                                          api_key_env=spec.api_key_env)

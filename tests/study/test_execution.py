@@ -181,3 +181,14 @@ def test_each_batch_of_the_local_model_gets_its_own_prompt_store_unless_reuse_is
             assert first.prompt_store is None and second.prompt_store is None
     assert _policy_spec(build_parser().parse_args([])).reuse_prompts
     assert not _policy_spec(build_parser().parse_args(["--no-reuse-prompts"])).reuse_prompts
+    # The local model the study builds keeps no store of its own: it would only hold memory, never be read.
+    import llm_marl_baselines.policies as policies
+
+    built: list[dict] = []
+    monkeypatch.setattr(policies, "make_policy",
+                        lambda kind, **kwargs: built.append(kwargs) or SimpleNamespace(share_prefix=True))
+    spec = PolicySpec(kind="local", model="elsewhere")
+    monkeypatch.setattr(execution, "_POLICIES", {})
+    assert execution._rollout_policy(spec, None, settings).prompt_store is not None
+    assert built == [{"model": "elsewhere", "dtype": spec.dtype, "batch_size": spec.generate_rows,
+                      "reuse_prompts": False}]
