@@ -2,10 +2,10 @@
 host untouched, nothing left behind, and the executor still healthy for the next call.
 
 Docker and bwrap must both hold the catalogue's expectations. Local expectations follow the local backend's
-documented (weaker) guarantees and are asserted, not skipped; the one exception is an ``isolated_only`` program, which
-would harm the host if run locally: it is reported as *skipped* with the catalogue's reason. How long each program
-holds a call is a figure, not a pass/fail rule on a shared machine: ``python -m llm_marl_benchmarks.sandbox_hostile``
-measures it.
+documented (weaker) guarantees and are asserted, not skipped. An ``isolated_only`` program, which would harm the host
+if run locally, is never paired with the local backend (the catalogue's ``local_note`` says why), so nothing is
+skipped. How long each program holds a call is a figure, not a pass/fail rule on a shared machine:
+``python -m llm_marl_benchmarks.sandbox_hostile`` measures it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 
 import pytest
 from sandbox_fixtures import (
+    BACKENDS,
     HARNESS_MARKER,
     HOSTILE_LIMITS,
     ISOLATED,
@@ -68,12 +69,23 @@ def test_leak_check_sees_this_runs_leftovers_and_ignores_other_runs(executor: Ex
             stray.wait()
 
 
-@pytest.mark.parametrize("hostile", HOSTILE, ids=[h.name for h in HOSTILE])
+def _backend_programs() -> list[object]:
+    """Every (backend, program) pair the suite runs: all of them but an ``isolated_only`` program on the local
+    backend, which would harm the host there (its ``local_note`` says how). That pair is never generated, so no
+    test is skipped."""
+    pairs = []
+    for backend in BACKENDS:
+        name, marks = (backend.values[0], backend.marks) if hasattr(backend, "values") else (backend, ())
+        pairs += [pytest.param(name, hostile, marks=marks, id=f"{name}-{hostile.name}")
+                  for hostile in HOSTILE if not (hostile.isolated_only and name == "local")]
+    return pairs
+
+
+# `executor` is the module's shared fixture: parametrizing it indirectly, at module scope, keeps one executor per
+# backend for the whole module, as its plain parametrization does.
+@pytest.mark.parametrize(("executor", "hostile"), _backend_programs(), indirect=["executor"], scope="module")
 def test_hostile_program(executor: Executor, bait: HostBait, hostile: Hostile) -> None:
     backend = executor.backend
-    if hostile.isolated_only and backend == "local":
-        pytest.skip(hostile.local_note)
-
     def expected() -> int:
         return warm_harness_processes(executor)
 
