@@ -200,7 +200,11 @@ def test_ray_scale_out_against_a_local_ray_instance_logs_and_resumes_the_same_wa
     pytest.importorskip("ray")
     ray = str(Path(sys.executable).with_name("ray"))
     port = _free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # A home of its own: Ray keeps state under ~/.ray, and a token left there by an earlier Ray session on this
+    # machine made the driver's connection to this keyless cluster fail (InvalidAuthToken).
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HOME": str(home)}
     started = subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
                               "--disable-usage-stats"], capture_output=True, text=True, env=env, timeout=180)
     assert started.returncode == 0, started.stderr
