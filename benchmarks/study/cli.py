@@ -274,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
           f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
           f"{_eta(figures['projected_full_design_s'])} at this pace)", flush=True)
-    if PROMPT_TOKENS["prompt"]:  # batches run in this process with a prompt store
+    if PROMPT_TOKENS["prompt"]:  # batches with a prompt store, here or on Ray workers
         figures.update(prompt_tokens=PROMPT_TOKENS["prompt"], prefilled_tokens=PROMPT_TOKENS["prefilled"])
         print(f"[study] prompts: {PROMPT_TOKENS['prompt']:,} tokens, {PROMPT_TOKENS['prefilled']:,} of them read by "
               f"the model ({1 - PROMPT_TOKENS['prefilled'] / PROMPT_TOKENS['prompt']:.0%} reused from earlier prompts "

@@ -140,8 +140,9 @@ def make_batches(
 
 # -------------------------------------------------------------------------------------------------------- policies
 PROMPT_TOKENS: Counter[str] = Counter()
-"""Over this process's batches with a prompt store: ``prompt``, the tokens of the prompts the local model prefilled,
-and ``prefilled``, how many of them it read (the rest came from earlier prompts of their batch)."""
+"""Over the study's batches with a prompt store: ``prompt``, the tokens of the prompts the local model prefilled, and
+``prefilled``, how many of them it read (the rest came from earlier prompts of their batch). Batches run as Ray tasks
+count in their worker and send their counts back with their rows (:func:`run_ray`)."""
 _POLICIES: dict[Any, Any] = {}
 """Policies built in this process, by spec (a Ray worker process serves many batches with one model load)."""
 
@@ -407,6 +408,19 @@ def run_local(
         on_rows(run_batch(batch, design, policy, on_turn))
 
 
+def run_batch_counted(
+    batch: Batch, design: StudyDesign, policy: PolicySpec
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """:func:`run_batch` for another process (a Ray worker): its rows and its prompt counts, which it takes back out
+    of this process's :data:`PROMPT_TOKENS` so that the study's process, adding them to its own, counts them once
+    wherever the task ran."""
+    before = Counter(PROMPT_TOKENS)
+    rows = run_batch(batch, design, policy)
+    added = PROMPT_TOKENS - before
+    PROMPT_TOKENS.subtract(added)
+    return rows, dict(added)
+
+
 def run_ray(
     batches: Sequence[Batch],
     design: StudyDesign,
@@ -425,12 +439,14 @@ def run_ray(
         raise ImportError(f"--ray-address needs Ray: pip install 'llm-marl-envs[ray]' ({error})") from error
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
-    task = ray.remote(num_cpus=cpus_per_task, num_gpus=gpus_per_task)(run_batch)
+    task = ray.remote(num_cpus=cpus_per_task, num_gpus=gpus_per_task)(run_batch_counted)
     pending = [task.remote(batch, design, policy) for batch in batches]
     try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            on_rows(ray.get(done[0]))
+            rows, prompt_tokens = ray.get(done[0])
+            PROMPT_TOKENS.update(prompt_tokens)
+            on_rows(rows)
     finally:
         for ref in pending:  # a failure or an interrupt: do not leave the cluster busy with orphaned batches
             ray.cancel(ref, force=True)

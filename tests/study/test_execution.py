@@ -192,3 +192,19 @@ def test_each_batch_of_the_local_model_gets_its_own_prompt_store_unless_reuse_is
     assert execution._rollout_policy(spec, None, settings).prompt_store is not None
     assert built == [{"model": "elsewhere", "dtype": spec.dtype, "batch_size": spec.generate_rows,
                       "reuse_prompts": False}]
+
+
+def test_a_batch_run_elsewhere_sends_its_prompt_counts_back_once(monkeypatch):
+    """A Ray task returns its batch's prompt counts with its rows and leaves its process's counter as it found it, so
+    the study's process counts them once, whether the task ran in a worker or in the study's own process."""
+    from llm_marl_benchmarks.study import execution
+
+    def played(batch, design, policy):
+        execution.PROMPT_TOKENS.update(prompt=120, prefilled=45)
+        return [{"key": batch}]
+
+    monkeypatch.setattr(execution, "run_batch", played)
+    monkeypatch.setattr(execution, "PROMPT_TOKENS", execution.Counter(prompt=7, prefilled=7))
+    rows, counts = execution.run_batch_counted("b1", None, None)
+    assert rows == [{"key": "b1"}] and counts == {"prompt": 120, "prefilled": 45}
+    assert execution.PROMPT_TOKENS["prompt"] == 7 and execution.PROMPT_TOKENS["prefilled"] == 7
