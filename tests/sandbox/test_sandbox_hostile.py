@@ -86,6 +86,7 @@ def _backend_programs() -> list[object]:
 @pytest.mark.parametrize(("executor", "hostile"), _backend_programs(), indirect=["executor"], scope="module")
 def test_hostile_program(executor: Executor, bait: HostBait, hostile: Hostile) -> None:
     backend = executor.backend
+
     def expected() -> int:
         return warm_harness_processes(executor)
 
