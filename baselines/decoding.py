@@ -398,6 +398,8 @@ def _shared_heads(model: Any, prompts: Sequence[Sequence[int]], route_keys: Sequ
             shared[a], shared[b] = max(shared[a], common), max(shared[b], common)
         for position, index in enumerate(members):
             length = min(shared[position], len(prompts[index]) - 1)
+            # The lookup leaves a prompt's last token to prefill; a placeholder token after the head lets it match
+            # the whole head (-1 is no token id, so nothing stored matches past it).
             if length >= store.min_tokens and length >= store.longest_prefix(
                     model, key, (*prompts[index][:length], -1))[1] + store.min_tokens:
                 heads[index] = length

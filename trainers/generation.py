@@ -523,6 +523,8 @@ class TeamModel:
         records: list[list[Generation]] = [[] for _ in requests]
         if not requests:
             return records
+        run = (functools.partial(self._sample_shared, prompt_store=prompt_store) if self.share_prefix
+               else self._generate_rows)
         with _seeded(settings.seed, self._groups[0].loaded.device):
             for group in self._groups:
                 mine = [i for i, request in enumerate(requests) if request.agent in group.agents]
@@ -537,10 +539,7 @@ class TeamModel:
                 for start in range(0, len(rows), chunk):
                     batch = rows[start:start + chunk]
                     agents = [requests[i].agent for i, _ in batch]
-                    generated = (self._sample_shared(group, [ids for _, ids in batch], agents, settings, logprobs,
-                                                     min_new_tokens, prompt_store) if self.share_prefix else
-                                 self._generate_rows(group, [ids for _, ids in batch], agents, settings, logprobs,
-                                                     min_new_tokens))
+                    generated = run(group, [ids for _, ids in batch], agents, settings, logprobs, min_new_tokens)
                     for (i, _), record in zip(batch, generated, strict=True):
                         records[i].append(dataclasses.replace(record, text=completion_text(
                             prefixes[i], record.text)))
