@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from llm_marl_baselines.graph_decode import DecodeSession, GraphDecoder
 from llm_marl_baselines.prompt_store import PromptStore, StoredPrompt, common_prefix_length
 
 DEFAULT_TOP_K = 50
@@ -207,6 +208,7 @@ def sample_rows(
     compact: bool = True,
     prompt_store: PromptStore | None = None,
     prompt_keys: Sequence[Hashable] | None = None,
+    graphs: GraphDecoder | None = None,
 ) -> SampledRows:
     """Sample one completion per row; row ``r`` continues ``prompts[row_prompt[r]]`` (token ids, unpadded).
 
@@ -234,6 +236,8 @@ def sample_rows(
         raise ValueError(f"cache: expected 'static' or 'dynamic', got {cache!r}")
     if prompt_keys is not None and len(prompt_keys) != len(prompts):
         raise ValueError(f"prompt_keys: expected one per prompt ({len(prompts)}), got {len(prompt_keys)}")
+    if graphs is not None and not share_prefix:
+        raise ValueError("graphs: decoding with a GraphDecoder needs share_prefix=True")
     route = rows_context or _no_routing
     device = next(model.parameters()).device
     rows = torch.tensor(list(row_prompt), dtype=torch.long, device=device)
@@ -241,6 +245,7 @@ def sample_rows(
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
     sampler = sampler or TopKSampler(temperature, top_p)
     cache_arg = cache_keyword(model)
+    session: DecodeSession | None = None
     with torch.inference_mode():
         if share_prefix:
             keys = list(prompt_keys) if prompt_keys is not None else [None] * len(prompts)
@@ -248,11 +253,16 @@ def sample_rows(
                 model, prompts, keys, prompt_store, route, pad_id, str(device), cache_arg)
             width = prompt_ids.shape[1]
             positions = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)
-            kv = new_cache(model, cache, width + max_new_tokens)
             logits = logits.index_select(0, rows)
-            _copy_rows(prefill_kv, kv, rows, width)
-            del prefill_kv
             prompt_mask, positions = prompt_mask.index_select(0, rows), positions.index_select(0, rows)
+            if graphs is not None:
+                session = graphs.start(prefill_kv, rows, prompt_mask, positions, max_new_tokens,
+                                       [graphs.slot_of(keys[p]) for p in row_prompt])
+                kv, compact, weight_first = None, False, False
+            else:
+                kv = new_cache(model, cache, width + max_new_tokens)
+                _copy_rows(prefill_kv, kv, rows, width)
+            del prefill_kv
             prompt_ids = prompt_ids.index_select(0, rows)
         else:  # every row prefills its own copy of its prompt, straight into the decode's cache
             prompt_ids, prompt_mask = left_pad([prompts[i] for i in row_prompt], pad_id, str(device))
@@ -276,7 +286,8 @@ def sample_rows(
         steps = 0
         linears = weight_first_linears(model) if weight_first else contextlib.nullcontext()
         with linears, contextlib.ExitStack() as routing:
-            extra = routing.enter_context(route(list(row_prompt)))
+            # The graph decoder routes rows by its own slots; the model's routing is for the prefill only.
+            extra = routing.enter_context(route(list(row_prompt))) if session is None else {}
             for t in range(max_new_tokens):
                 # Every row is drawn, finished or not (a finished row's logits are stale, its token the pad), so the
                 # random stream is used as generate uses it whichever rows the cache still holds.
@@ -304,6 +315,9 @@ def sample_rows(
                     active = active.index_select(0, keep)
                     routing.close()  # the rows' routing (e.g. their adapters) follows them
                     extra = routing.enter_context(route([row_prompt[r] for r in active.tolist()]))
+                if session is not None:
+                    logits = session.step(token)
+                    continue
                 out = model(input_ids=token.index_select(0, active)[:, None], attention_mask=mask[:, :width + t + 1],
                             position_ids=next_position + t, logits_to_keep=1, **{cache_arg: kv}, **extra)
                 step_logits = out.logits[:, -1].float()

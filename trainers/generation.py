@@ -79,6 +79,8 @@ import torch
 from torch import Tensor
 
 from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, new_cache, sample_rows
+from llm_marl_baselines.graph_decode import GraphDecoder, graph_decoder
+from llm_marl_baselines.graph_decode import supports as supports_graph_decode
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import Generation, GenerationSettings
 from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
@@ -302,6 +304,11 @@ class TeamModel:
             :meth:`forward_logprobs` runs each distinct prompt once with its completions on top of its cache. False:
             ``model.generate`` and a forward over prompt + completion for every row (the reference path, for comparisons
             and debugging).
+        graph_decode: run the decode steps of :meth:`generate` through
+            :class:`~llm_marl_baselines.graph_decode.GraphDecoder` (with ``share_prefix``): the team's step, all agents'
+            adapters in one batch, captured once as a CUDA graph per batch shape and replayed at every token. None
+            (default): on for a model on CUDA whose architecture it supports, off elsewhere; True: always (on a CPU
+            the same step runs uncaptured, for tests); False: the eager decode.
     """
 
     def __init__(
@@ -315,6 +322,7 @@ class TeamModel:
         seed: int | None = 0,
         max_batch_rows: int | None = None,
         share_prefix: bool = True,
+        graph_decode: bool | None = None,
     ) -> None:
         agents = _check_agents(agents)
         if scheme not in SCHEMES:
@@ -336,6 +344,11 @@ class TeamModel:
         if not isinstance(share_prefix, bool):
             raise TypeError(f"share_prefix: expected True or False, got {share_prefix!r}")
         self.share_prefix = share_prefix
+        if graph_decode is not None and not isinstance(graph_decode, bool):
+            raise TypeError(f"graph_decode: expected None, True or False, got {graph_decode!r}")
+        if graph_decode and not share_prefix:
+            raise ValueError("graph_decode=True needs share_prefix=True (it decodes after the shared prefill)")
+        self.graph_decode = graph_decode
         if adapters is None and lora is None:
             lora = LoraSettings()
         self.lora = lora
@@ -576,7 +589,7 @@ class TeamModel:
                                   max_new_tokens=settings.max_new_tokens, stop_ids=sorted(group.stop_ids),
                                   pad_id=group.pad_id, min_new_tokens=min_new_tokens, logprobs=logprobs,
                                   rows_context=rows_context, prompt_store=prompt_store,
-                                  prompt_keys=prompt_agents)
+                                  prompt_keys=prompt_agents, graphs=self._graph_decoder(group))
         finally:
             group.model.train(was_training)
         tokenizer = group.loaded.tokenizer
@@ -587,6 +600,15 @@ class TeamModel:
                        finish_reason="stop" if sampled.stopped[row] else "length")
             for row, tokens in enumerate(sampled.tokens)
         ]
+
+    def _graph_decoder(self, group: _Group) -> GraphDecoder | None:
+        """The group's graph decoder when :attr:`graph_decode` asks for one (see the constructor), else None."""
+        if self.graph_decode is False or self.scheme != "stacked":
+            return None
+        if self.graph_decode is None and (not str(group.loaded.device).startswith("cuda")
+                                         or not supports_graph_decode(group.model)):
+            return None
+        return graph_decoder(group.model, group.agents)
 
     def _generate_rows(self, group: _Group, encoded: list[list[int]], agents: list[str], settings: GenerationSettings,
                        logprobs: bool, min_new_tokens: int) -> list[Generation]:

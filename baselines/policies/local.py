@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_marl_baselines.decoding import TopKSampler, sample_rows
+from llm_marl_baselines.graph_decode import decoder_for_active_adapter
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
 from llm_marl_baselines.prompt_store import DEFAULT_MAX_BYTES, PromptStore
@@ -154,9 +155,14 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
     if share_prefix:
         distinct: dict[tuple[int, ...], int] = {}
         row_prompt = [distinct.setdefault(tuple(ids), len(distinct)) for ids in encoded]
+        # On CUDA the decode steps replay captured graphs (llm_marl_baselines.graph_decode); the route key names the
+        # adapter a peft model has active, so stored prompts of different adapters are never mixed either.
+        graphs = decoder_for_active_adapter(model)
         sampled = sample_rows(model, [list(ids) for ids in distinct], row_prompt, temperature=settings.temperature,
                               top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, stop_ids=stop_ids,
-                              pad_id=pad_id, logprobs=logprobs, prompt_store=prompt_store)
+                              pad_id=pad_id, logprobs=logprobs, prompt_store=prompt_store,
+                              prompt_keys=None if graphs is None else [graphs[1]] * len(distinct),
+                              graphs=None if graphs is None else graphs[0])
         tokens, token_logprobs, stopped = sampled.tokens, sampled.logprobs, sampled.stopped
     else:
         tokens, token_logprobs, stopped = _generate_with_hf(loaded, model, encoded, settings, logprobs, stop_ids)

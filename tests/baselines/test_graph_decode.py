@@ -1,0 +1,128 @@
+"""The graph decoder's step (``baselines/graph_decode.py``) against the eager decode, on CPU where it runs uncaptured.
+
+The step CUDA graphs capture is plain PyTorch: here it runs eagerly on the tiny random-weight Llama of the baseline
+tests (grouped-query attention: 4 heads over 2 key/value heads) and on that model with per-agent LoRA adapters, and it
+must give the eager path's next-token logits (to float32 rounding) and, for the same seed, its samples. What only a
+GPU can check (the capture and its replays) runs in ``benchmarks/graph_decode_check.py`` on a device machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from baseline_helpers import tiny_model
+
+from llm_marl_baselines.decoding import left_pad, new_cache, sample_rows
+from llm_marl_baselines.graph_decode import GraphDecoder, graph_decoder, row_bucket, supports
+from llm_marl_baselines.policies.base import GenerationSettings
+
+STOP, PAD = [2], 0
+
+
+def prompts_of(loaded) -> list[list[int]]:
+    tokenizer = loaded.tokenizer
+    texts = ["Summarize the text.", "def add(a, b): write it, then explain it in more words " * 2, "Hi"]
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return tiny_model(eos_bias=1.5)  # rows end at different steps
+
+
+def test_the_step_gives_the_eager_forwards_logits_at_every_position(loaded) -> None:
+    """Prefill three prompts, then feed the same tokens through the model's own forward (static cache) and through the
+    decoder's step: the logits agree at every step, rows padded up to the bucket included (3 rows -> 4)."""
+    model = loaded.model
+    prompts = prompts_of(loaded)
+    ids, mask = left_pad(prompts, PAD)
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    width, steps = ids.shape[1], 6
+    decoder = GraphDecoder(model)
+    torch.manual_seed(0)
+    feed = torch.randint(3, len(loaded.tokenizer), (len(prompts), steps))
+    with torch.inference_mode():
+        prefill = new_cache(model, "dynamic")
+        model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=prefill)
+        reference = new_cache(model, "static", width + steps)
+        model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=reference)
+        rows = torch.arange(len(prompts))
+        session = decoder.start(prefill, rows, mask, positions, steps, [decoder.base_slot] * len(prompts))
+        assert session.graph.rows == 4
+        full_mask = mask
+        for t in range(steps):
+            full_mask = torch.cat([full_mask, torch.ones(len(prompts), 1, dtype=mask.dtype)], dim=1)
+            expected = model(input_ids=feed[:, t:t + 1], attention_mask=full_mask,
+                             position_ids=positions[:, -1:] + 1 + t, cache=reference).logits[:, -1].float()
+            got = session.step(feed[:, t])
+            torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert decoder.stats.steps == steps and decoder.stats.row_steps == steps * len(prompts)
+    assert decoder.stats.bytes_read > 0
+
+
+@pytest.mark.parametrize(("temperature", "min_new"), [(0.7, 0), (0.0, 3), (1.0, 5)])
+def test_sample_rows_through_the_decoder_gives_the_eager_samples(loaded, temperature: float, min_new: int) -> None:
+    prompts = prompts_of(loaded)
+    rows = [0, 0, 1, 1, 2]  # 5 rows: bucket 8
+    results = []
+    for graphs in (None, GraphDecoder(loaded.model)):
+        torch.manual_seed(11)
+        results.append(sample_rows(loaded.model, prompts, rows, temperature=temperature, top_p=0.9,
+                                   max_new_tokens=12, min_new_tokens=min_new, stop_ids=STOP, pad_id=PAD,
+                                   graphs=graphs))
+    eager, graph = results
+    assert graph.tokens == eager.tokens
+    assert graph.stopped == eager.stopped
+    assert sum(len(tokens) for tokens in eager.tokens) > len(rows)  # decode steps ran, not only the prefill
+    for a, b in zip(eager.logprobs or [], graph.logprobs or [], strict=True):
+        assert a == pytest.approx(b, abs=1e-4)
+
+
+def test_team_rows_run_under_their_own_adapters_and_see_weight_updates() -> None:
+    """Per-agent LoRA (random ``B``): the decoder's per-row slots give each row its agent's adapter, as the team's
+    eager stacked routing does; after an in-place update of one adapter (what an optimizer step does) the next call
+    decodes with the new weights."""
+    from llm_marl_envs.rollout import ChatRequest
+    from llm_marl_trainers.generation import LoraSettings, TeamModel
+
+    def chat(text: str) -> tuple[dict[str, str], ...]:
+        return ({"role": "user", "content": text},)
+
+    requests = [ChatRequest(0, "concise", 1, chat("Summarize: the cat sat.")),
+                ChatRequest(0, "detailed", 1, chat("Hi")),
+                ChatRequest(1, "detailed", 1, chat("def add(a, b): write it " * 3))]
+    lora = LoraSettings(r=4, alpha=8, init_lora_weights=False)
+    settings = GenerationSettings(temperature=0.7, top_p=0.9, max_new_tokens=10, seed=3)
+    eager = TeamModel(tiny_model(eos_bias=1.5), ["concise", "detailed"], lora=lora, graph_decode=False)
+    graph = TeamModel(tiny_model(eos_bias=1.5), ["concise", "detailed"], lora=lora, graph_decode=True)
+    for _ in range(2):
+        got = [[r.completion_ids for r in rs] for rs in graph.generate(requests, settings, samples_per_request=3)]
+        want = [[r.completion_ids for r in rs] for rs in eager.generate(requests, settings, samples_per_request=3)]
+        assert got == want
+        for team in (eager, graph):  # the same update on both teams
+            with torch.no_grad():
+                for parameter in team.adapter_parameters("detailed"):
+                    parameter.mul_(-3.0)
+    decoder = graph_decoder(graph.model_of("concise"), graph.agents)
+    assert decoder.stats.steps > 0
+
+
+def test_only_supported_models_and_known_adapters_are_taken(loaded) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=32, n_positions=32))
+    assert supports(loaded.model) and not supports(gpt2)
+    with pytest.raises(ValueError, match="not a supported architecture"):
+        GraphDecoder(gpt2)
+    with pytest.raises(ValueError, match="needs a CUDA model"):
+        GraphDecoder(loaded.model, capture=True)
+    decoder = GraphDecoder(loaded.model)
+    with pytest.raises(ValueError, match="no adapter 'writer'"):
+        decoder.slot_of("writer")
+    with pytest.raises(ValueError, match="needs share_prefix=True"):
+        sample_rows(loaded.model, prompts_of(loaded), [0], temperature=0.0, top_p=1.0, max_new_tokens=2,
+                    stop_ids=STOP, pad_id=PAD, share_prefix=False, graphs=decoder)
+
+
+def test_row_buckets() -> None:
+    assert [row_bucket(n) for n in (1, 2, 3, 5, 33, 64, 65, 130)] == [1, 2, 4, 8, 64, 64, 128, 192]
