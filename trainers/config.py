@@ -123,6 +123,10 @@ class TrainerConfig:
     static cache, and the update runs each group's prompt once with its completions on top of its cache
     (:class:`llm_marl_trainers.generation.TeamModel`). False: ``generate`` and a full forward per completion, the
     reference path (same samples and gradients up to float rounding; for comparisons and debugging)."""
+    graph_decode: bool | None = None
+    """Sample through :class:`llm_marl_baselines.graph_decode.GraphDecoder`: every decode step of the team (all agents'
+    adapters in one batch) replays a captured CUDA graph. None (default): on CUDA for the models it supports, off on
+    CPUs; true: always (uncaptured on a CPU); false: the eager decode (for comparisons)."""
     micro_batch_size: int = 4
     """Completions per forward/backward pass of the update; the gradients of the passes add up to the whole
     batch's (the losses are weighted so), so this bounds memory without changing the update (TRL: gradient
@@ -199,6 +203,10 @@ class TrainerConfig:
         check_int("seed", self.seed, 0)
         if not isinstance(self.share_prefix, bool):
             raise TypeError(f"share_prefix: expected true or false, got {self.share_prefix!r}")
+        if self.graph_decode is not None and not isinstance(self.graph_decode, bool):
+            raise TypeError(f"graph_decode: expected null, true or false, got {self.graph_decode!r}")
+        if self.graph_decode and not self.share_prefix:
+            raise ValueError("graph_decode: true needs share_prefix: true (it decodes after the shared prefill)")
         if not isinstance(self.gradient_checkpointing, bool):
             raise TypeError(f"gradient_checkpointing: expected true or false, got {self.gradient_checkpointing!r}")
         check_int("min_completion_length", self.min_completion_length, 0, self.max_completion_length)

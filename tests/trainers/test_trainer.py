@@ -440,6 +440,22 @@ def test_reading_each_prompt_once_gives_the_same_step(tmp_path: Path) -> None:
             assert torch.allclose(x, y, atol=1e-4, rtol=0)
 
 
+def test_the_graph_decoder_gives_the_eager_steps(tmp_path: Path) -> None:
+    """``graph_decode`` on (uncaptured on a CPU) and off: two steps give the same samples, rewards and loss, so the
+    decoder sees the adapters the first step updated."""
+    rows = []
+    for graphs in (True, False):
+        config = _config(tmp_path / str(graphs), steps=2, envs_per_step=2, num_generations=4, micro_batch_size=4,
+                         graph_decode=graphs, report_to="none")
+        trainer = _trainer(config)
+        rows.append([trainer.training_step() for _ in range(2)])
+    for graph_row, eager_row in zip(*rows, strict=True):
+        for key in ("reward", "completion_tokens", "prompt_tokens"):
+            assert graph_row[key] == eager_row[key]
+        assert graph_row["loss"] == pytest.approx(eager_row["loss"], rel=1e-4, abs=1e-6)
+    assert rows[0][0]["reward"] != rows[0][1]["reward"] or rows[0][0]["loss"] != rows[0][1]["loss"]
+
+
 def test_one_turn_branching_trains_only_the_branching_turns_samples(tmp_path: Path) -> None:
     """``branching: one_turn`` on the 3-turn writing env: tree i branches at turn 1 + i, so the step trains on
     trees × agents × G samples (the single rollouts around the branches are not trained on) and its row's episodes
