@@ -88,6 +88,8 @@ class Case:
     """Ours only: read each prompt once (False: the repeated path, ``generate`` and a full forward per row)."""
     recipe: str | None = None
     """Ours only: train with this recipe (YAML) on its real env instead of the fixed prompts."""
+    graph_decode: bool | None = None
+    """Ours only: the trainer's ``graph_decode`` (None: its default, on for CUDA)."""
 
     @property
     def completions_per_step(self) -> int:
@@ -116,15 +118,25 @@ def plan_cases(groups: Sequence[int], only: Sequence[str]) -> list[Case]:
     return cases
 
 
-def plan_recipe_cases(recipes: Sequence[Path]) -> list[Case]:
-    """For each recipe, our trainer with and without reading each prompt once, on the recipe's own env and settings."""
+RECIPE_COMPARISONS = ("prefix", "graphs")
+"""What ``--recipe`` compares: reading each prompt once against prefilling every row (``prefix``), or the graph
+decoder against the eager decode, both reading each prompt once (``graphs``; CUDA)."""
+
+
+def plan_recipe_cases(recipes: Sequence[Path], compare: str = "prefix") -> list[Case]:
+    """For each recipe, two cases of our trainer on the recipe's own env and settings (see
+    :data:`RECIPE_COMPARISONS`): ``recipe_<stem>_shared`` / ``_repeated``, or ``recipe_<stem>_graphs`` / ``_eager``."""
+    if compare not in RECIPE_COMPARISONS:
+        raise ValueError(f"compare: expected one of {RECIPE_COMPARISONS}, got {compare!r}")
+    variants = ({"shared": {"share_prefix": True}, "repeated": {"share_prefix": False}} if compare == "prefix" else
+                {"graphs": {"graph_decode": True}, "eager": {"graph_decode": False}})
     cases = []
     for recipe in recipes:
         values = _recipe_values(recipe)
-        for shared in (True, False):
-            cases.append(Case(f"recipe_{recipe.stem}_{'shared' if shared else 'repeated'}", "ours",
+        for suffix, options in variants.items():
+            cases.append(Case(f"recipe_{recipe.stem}_{suffix}", "ours",
                               int(values.get("num_agents", 2)), int(values.get("num_generations", 4)),
-                              int(values.get("envs_per_step", 1)), share_prefix=shared, recipe=str(recipe.resolve())))
+                              int(values.get("envs_per_step", 1)), recipe=str(recipe.resolve()), **options))
     return cases
 
 
@@ -274,7 +286,8 @@ def run_ours(spec: dict[str, Any], case: Case) -> dict[str, Any]:
     output_dir = str(Path(spec["workdir"]) / "ours")
     if case.recipe is not None:  # the recipe's own env, model, dtype and sampling; only the run's length changes
         config = TrainerConfig.from_yaml(case.recipe, steps=steps_total, output_dir=output_dir,
-                                         share_prefix=case.share_prefix, report_to="none")
+                                         share_prefix=case.share_prefix, graph_decode=case.graph_decode,
+                                         report_to="none")
         trainer = MAGRPOTrainer(config)
     else:
         loaded = _load(spec)
@@ -299,9 +312,45 @@ def run_ours(spec: dict[str, Any], case: Case) -> dict[str, Any]:
         completion_tokens.append(int(row["completion_tokens"]))
         prompt_tokens.append(int(row["prompt_tokens"]))
         distinct_prompt_tokens.append(int(row["distinct_prompt_tokens"]))
-    return {"step_s": steps, "generation_s": generation, "completion_tokens": completion_tokens,
-            "prompt_tokens": prompt_tokens, "distinct_prompt_tokens": distinct_prompt_tokens,
-            "share_prefix": case.share_prefix}
+    result = {"step_s": steps, "generation_s": generation, "completion_tokens": completion_tokens,
+              "prompt_tokens": prompt_tokens, "distinct_prompt_tokens": distinct_prompt_tokens,
+              "share_prefix": case.share_prefix}
+    if trainer.team.graph_decode or (trainer.team.graph_decode is None and spec["device"].startswith("cuda")):
+        result["graph_decode"] = _decode_stats(trainer.team, steps_total)
+    return result
+
+
+def _decode_stats(team: Any, steps: int) -> dict[str, Any]:
+    """What the team's graph decoder did over the run, per trainer step, and the floor of its decode: the bytes its
+    steps had to read (weights, and keys and values of the captured rows) over the device's memory bandwidth."""
+    from llm_marl_baselines.graph_decode import graph_decoder, supports
+
+    model = team.model_of(team.agents[0])
+    if not supports(model):
+        return {"used": False}
+    stats = graph_decoder(model, team.agents).stats
+    bandwidth = memory_bandwidth()
+    floor_s = stats.bytes_read / bandwidth if bandwidth else None
+    return {"used": stats.steps > 0, "decode_steps_per_trainer_step": stats.steps / steps,
+            "row_steps_per_trainer_step": stats.row_steps / steps, "captures": stats.captures,
+            "graph_shapes": stats.shapes, "bytes_read_per_decode_step": stats.bytes_read / max(stats.steps, 1),
+            "memory_bandwidth_bytes_s": bandwidth,
+            "decode_floor_s_per_trainer_step": None if floor_s is None else floor_s / steps}
+
+
+MEMORY_BANDWIDTH: dict[str, float] = {"H200": 4.8e12, "H100 80GB HBM3": 3.35e12, "H100": 3.35e12, "A100": 2.0e12}
+"""Datasheet memory bandwidth (bytes/s) by a substring of ``torch.cuda.get_device_name()`` (first match): H200 SXM
+4.8 TB/s, H100 SXM 3.35 TB/s, A100 80GB 2.0 TB/s (NVIDIA's datasheets). The floor it gives is a lower bound."""
+
+
+def memory_bandwidth() -> float | None:
+    """The current CUDA device's memory bandwidth from :data:`MEMORY_BANDWIDTH`, or None (CPU, unknown device)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    return next((value for key, value in MEMORY_BANDWIDTH.items() if key in name), None)
 
 
 def run_comlrl(spec: dict[str, Any], case: Case) -> dict[str, Any]:
@@ -580,7 +629,7 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
                                      value(f"ours_n1_g{first}", "peak_memory_gib")),
     }
     passed = {name: None if ratios[name] is None else bool(ratios[name] <= target) for name, target in TARGETS.items()}
-    by_recipe = {}
+    by_recipe: dict[str, dict[str, Any]] = {}
     recipes = sorted({n.removesuffix("_shared") for n in results if n.startswith("recipe_") and n.endswith("_shared")})
     for name in recipes:
         by_recipe[name.removeprefix("recipe_")] = {
@@ -588,6 +637,24 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
                                                value(f"{name}_repeated", "median_step_s")),
             "ratio_generation_shared_vs_repeated": _ratio(value(f"{name}_shared", "median_generation_s"),
                                                           value(f"{name}_repeated", "median_generation_s")),
+        }
+    graphed = sorted({n.removesuffix("_graphs") for n in results if n.startswith("recipe_") and n.endswith("_graphs")})
+    for name in graphed:
+        graphs, eager = results.get(f"{name}_graphs", {}), results.get(f"{name}_eager", {})
+        tokens = value(f"{name}_graphs", "median_completion_tokens")
+        by_recipe[name.removeprefix("recipe_")] = {
+            "step_s": value(f"{name}_graphs", "median_step_s"),
+            "eager_step_s": value(f"{name}_eager", "median_step_s"),
+            "generation_s": value(f"{name}_graphs", "median_generation_s"),
+            "eager_generation_s": value(f"{name}_eager", "median_generation_s"),
+            "ratio_graphs_vs_eager": _ratio(value(f"{name}_graphs", "median_step_s"),
+                                            value(f"{name}_eager", "median_step_s")),
+            "completion_tokens_per_step": tokens,
+            "generated_tokens_per_s": _ratio(tokens, value(f"{name}_graphs", "median_generation_s")),
+            "eager_generated_tokens_per_s": _ratio(value(f"{name}_eager", "median_completion_tokens"),
+                                                   value(f"{name}_eager", "median_generation_s")),
+            "graph_decode": graphs.get("graph_decode"),
+            "eager_error": eager.get("error"),
         }
     return {**{name: ratios[name] for name in TARGETS}, "by_group": by_group, "by_recipe": by_recipe,
             "targets": dict(TARGETS), "passed": passed}
@@ -651,7 +718,8 @@ def print_report(report: dict[str, Any]) -> None:
     console.print(ratios)
     for label, table_ in (("G = ", report["by_group"]), ("recipe ", report.get("by_recipe", {}))):
         for key, values in table_.items():
-            shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in values.items())
+            shown = ", ".join(f"{k} {'n/a' if v is None else f'{v:.3f}'}" for k, v in values.items()
+                              if v is None or isinstance(v, (int, float)))
             console.print(f"{label}{key}: {shown}")
 
 
@@ -664,7 +732,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=1, help="steps run first and not counted")
     parser.add_argument("--new-tokens", type=int, default=64, help="new tokens per completion (min = max)")
     parser.add_argument("--groups", type=int, nargs="+", default=[4, 8], help="G values; ratios are at the first")
-    parser.add_argument("--only", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS), help="cases to run")
+    parser.add_argument("--only", nargs="*", choices=FRAMEWORKS, default=list(FRAMEWORKS),
+                        help="cases to run (none: only the --recipe cases)")
     parser.add_argument("--model", default="default", help="'default' (offline SmolLM2-135M-Instruct) or a folder")
     parser.add_argument("--tiny", action="store_true", help="a random-weight tiny Llama instead (quick checks)")
     parser.add_argument("--device", default="cpu", help="cpu (fp32, ru_maxrss) or cuda (bf16, CUDA peak memory)")
@@ -673,6 +742,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--recipe", type=Path, nargs="+", default=[], metavar="YAML",
                         help="also time our trainer on these recipes (their env and settings), with and without "
                              "reading each prompt once: ratio_shared_vs_repeated at the recipes' settings")
+    parser.add_argument("--recipe-compare", choices=RECIPE_COMPARISONS, default="prefix",
+                        help="what each --recipe compares: prefix (shared vs repeated) or graphs (graph vs eager "
+                             "decode, for CUDA)")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.child is not None:
@@ -686,7 +758,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for recipe in args.recipe:
         if not recipe.is_file():
             parser.error(f"--recipe: no YAML file at {recipe}")
-    cases = plan_cases(groups, args.only) + plan_recipe_cases(args.recipe)
+    cases = plan_cases(groups, args.only) + plan_recipe_cases(args.recipe, args.recipe_compare)
     total_steps = args.warmup + args.steps
     with tempfile.TemporaryDirectory(prefix="trainer_step-") as tmp:
         workdir = Path(tmp)

@@ -105,3 +105,23 @@ def test_recipe_cases_time_the_recipes_trainer_with_and_without_sharing(tmp_path
         "recipe_writing-3_repeated": {"median_step_s": 6.0, "median_generation_s": 2.5}}, [4])
     assert report["by_recipe"] == {"writing-3": {"ratio_shared_vs_repeated": 0.5,
                                                  "ratio_generation_shared_vs_repeated": 0.8}}
+
+
+def test_recipe_cases_compare_the_graph_decoder_with_the_eager_decode(tmp_path: Path) -> None:
+    recipe = tmp_path / "coding-2.yaml"
+    recipe.write_text("env: coding\nnum_agents: 2\nnum_generations: 4\nenvs_per_step: 2\n", encoding="utf-8")
+    cases = trainer_step.plan_recipe_cases([recipe], "graphs")
+    assert [(c.name, c.share_prefix, c.graph_decode) for c in cases] == [
+        ("recipe_coding-2_graphs", True, True), ("recipe_coding-2_eager", True, False)]
+    with pytest.raises(ValueError, match="compare"):
+        trainer_step.plan_recipe_cases([recipe], "vllm")
+    decode = {"used": True, "captures": 3}
+    report = trainer_step.compare({
+        "recipe_coding-2_graphs": {"median_step_s": 2.0, "median_generation_s": 1.0, "median_completion_tokens": 640,
+                                   "graph_decode": decode},
+        "recipe_coding-2_eager": {"median_step_s": 8.0, "median_generation_s": 6.4, "median_completion_tokens": 640}},
+        [4])
+    row = report["by_recipe"]["coding-2"]
+    assert (row["step_s"], row["eager_step_s"], row["ratio_graphs_vs_eager"]) == (2.0, 8.0, 0.25)
+    assert (row["generated_tokens_per_s"], row["eager_generated_tokens_per_s"]) == (640.0, 100.0)
+    assert row["graph_decode"] == decode and row["eager_error"] is None

@@ -12,7 +12,7 @@ import pytest
 import torch
 from baseline_helpers import tiny_model
 
-from llm_marl_baselines.decoding import left_pad, new_cache, sample_rows
+from llm_marl_baselines.decoding import cache_keyword, left_pad, new_cache, sample_rows
 from llm_marl_baselines.graph_decode import GraphDecoder, graph_decoder, row_bucket, supports
 from llm_marl_baselines.policies.base import GenerationSettings
 
@@ -43,17 +43,18 @@ def test_the_step_gives_the_eager_forwards_logits_at_every_position(loaded) -> N
     feed = torch.randint(3, len(loaded.tokenizer), (len(prompts), steps))
     with torch.inference_mode():
         prefill = new_cache(model, "dynamic")
-        model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=prefill)
+        model(input_ids=ids, attention_mask=mask, position_ids=positions, **{cache_keyword(model): prefill})
         reference = new_cache(model, "static", width + steps)
-        model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=reference)
+        model(input_ids=ids, attention_mask=mask, position_ids=positions, **{cache_keyword(model): reference})
         rows = torch.arange(len(prompts))
         session = decoder.start(prefill, rows, mask, positions, steps, [decoder.base_slot] * len(prompts))
         assert session.graph.rows == 4
         full_mask = mask
         for t in range(steps):
             full_mask = torch.cat([full_mask, torch.ones(len(prompts), 1, dtype=mask.dtype)], dim=1)
-            expected = model(input_ids=feed[:, t:t + 1], attention_mask=full_mask,
-                             position_ids=positions[:, -1:] + 1 + t, cache=reference).logits[:, -1].float()
+            after = positions[:, -1:] + 1 + t
+            expected = model(input_ids=feed[:, t:t + 1], attention_mask=full_mask, position_ids=after,
+                             **{cache_keyword(model): reference}).logits[:, -1].float()
             got = session.step(feed[:, t])
             torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert decoder.stats.steps == steps and decoder.stats.row_steps == steps * len(prompts)
