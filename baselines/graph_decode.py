@@ -37,6 +37,7 @@ eager path.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -109,6 +110,8 @@ class DecodeStats:
     """Sum over steps of the weights' bytes plus the keys and values the step's attention reads (the whole buffer of
     the captured rows): a lower bound on the memory traffic, so ``bytes_read / bandwidth`` is the step's floor."""
     shapes: dict[str, int] = field(default_factory=dict)
+    capture_error: str | None = None
+    """Why capturing failed, where it did (the decoder then runs uncaptured, with a warning)."""
 
 
 class GraphDecoder:
@@ -220,20 +223,30 @@ class GraphDecoder:
         )
         graph.mask[:, :, :, 0] = True  # the warm-up steps read position 0 (zeros) rather than an empty row
         if self.capture:
-            stream = torch.cuda.Stream(device=self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
-                for _ in range(2):  # warm-up: lazy kernels and workspaces are set up outside the capture
-                    graph.write_at.zero_()
-                    self._step(graph)
-            torch.cuda.current_stream(self.device).wait_stream(stream)
-            graph.write_at.zero_()
-            graph.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph.graph, pool=self._pool):
-                graph.logits = self._step(graph)
-            self.stats.captures += 1
+            try:
+                self._capture(graph)
+            except RuntimeError as error:  # e.g. a kernel that synchronizes: decode uncaptured rather than fail
+                warnings.warn(f"GraphDecoder: CUDA graph capture failed, decoding uncaptured: {error}", stacklevel=3)
+                self.capture, self.stats.capture_error = False, f"{type(error).__name__}: {error}"[:2000]
+                graph.graph, graph.logits = None, None
+                self._graphs.clear()
         self._graphs[key] = graph
         return graph
+
+    def _capture(self, graph: _Graph) -> None:
+        stream = torch.cuda.Stream(device=self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up: lazy kernels and workspaces are set up outside the capture
+                graph.write_at.zero_()
+                self._step(graph)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph.write_at.zero_()
+        captured = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(captured, pool=self._pool):
+            logits = self._step(graph)
+        graph.graph, graph.logits = captured, logits
+        self.stats.captures += 1
 
     def _step(self, graph: _Graph) -> Tensor:
         """One token per row through the model, reading and writing only ``graph``'s buffers; returns the rows'

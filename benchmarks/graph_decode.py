@@ -97,7 +97,8 @@ def check_agreement(model_path: str, device: str) -> dict[str, Any]:
                 worst = max(worst, float((got - expected.float()).abs().max()))
         report[dtype] = {"rows": len(equal), "equal_rows": sum(equal),
                          "max_logprob_diff_on_common_prefix": largest,
-                         "max_step_logit_diff": worst, "captured": decoder.capture,
+                         "max_step_logit_diff": worst, "captured": decoder.stats.captures > 0,
+                         "capture_error": decoder.stats.capture_error,
                          "logit_scale": float(expected.float().abs().max())}
     return report
 
@@ -140,6 +141,7 @@ def time_decode(model_path: str, device: str, dtype: str, rows: Sequence[int], p
         floor_step = bytes_per_step / bandwidth if bandwidth else None
         results.append({
             "rows": count, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens, "dtype": dtype,
+            "captured": decoder.stats.captures > 0, "capture_error": decoder.stats.capture_error,
             "eager_s": eager, "graphs_s": graphs_s, "speedup": eager / graphs_s,
             "eager_tokens_per_s": count * new_tokens / eager, "graphs_tokens_per_s": count * new_tokens / graphs_s,
             "graphs_ms_per_step": 1e3 * graphs_s / new_tokens, "bytes_per_step": bytes_per_step,

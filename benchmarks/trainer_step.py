@@ -333,6 +333,7 @@ def _decode_stats(team: Any, steps: int) -> dict[str, Any]:
     floor_s = stats.bytes_read / bandwidth if bandwidth else None
     return {"used": stats.steps > 0, "decode_steps_per_trainer_step": stats.steps / steps,
             "row_steps_per_trainer_step": stats.row_steps / steps, "captures": stats.captures,
+            "capture_error": stats.capture_error,
             "graph_shapes": stats.shapes, "bytes_read_per_decode_step": stats.bytes_read / max(stats.steps, 1),
             "memory_bandwidth_bytes_s": bandwidth,
             "decode_floor_s_per_trainer_step": None if floor_s is None else floor_s / steps}
