@@ -348,7 +348,10 @@ team size none ships plays without the trained condition; ``train``: train them 
 
 @functools.cache
 def _role_budget(env: str, num_agents: int) -> int:
-    instance = make_env(env, num_agents=num_agents, similarity="tfidf")
+    # An env built only to read its roles' budgets runs no code: the coding env gets the executor that needs no
+    # sandbox, so a machine without Docker or bwrap (a GPU box, say) can plan a study run with --executor local.
+    options = {"executor": "local"} if canonical_name(env) == "coding" else {}
+    instance = make_env(env, num_agents=num_agents, similarity="tfidf", **options)
     try:
         return instance.suggested_max_new_tokens()
     finally:

@@ -227,3 +227,20 @@ def test_another_studys_log_is_refused(tmp_path):
     with pytest.raises(ValueError, match="another study"):
         EpisodeLog(tmp_path, "h2")
 
+
+
+def test_a_study_plans_its_coding_budgets_on_a_machine_without_a_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning builds a coding env only to read its roles' token budgets, which runs no code: it must not need Docker
+    or bwrap (a GPU machine without either ran ``--executor local`` and failed in the planning, before any episode)."""
+    from llm_marl_benchmarks.study import design as design_module
+    from llm_marl_envs.registry import make_env
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # no engine answers
+    monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap on PATH
+    design_module._role_budget.cache_clear()
+    try:
+        with pytest.raises(Exception, match="no isolated sandbox"):  # the machine really has none
+            make_env("coding", num_agents=2, similarity="tfidf")
+        assert design_module._role_budget("coding", 2) > 0
+    finally:
+        design_module._role_budget.cache_clear()
