@@ -11,7 +11,8 @@ Modules:
   ``beta`` k3 KL); plus ``sequence_logprobs`` and ``entropy_from_logits``.
 - :mod:`llm_marl_trainers.generation` — :class:`~llm_marl_trainers.generation.TeamModel`: one LoRA adapter per agent on
   one frozen base (or a base per agent), every agent × G × env row in one ``generate`` call, log-probabilities for the
-  loss.
+  loss; :mod:`llm_marl_trainers.lora_routing` — how each row of a batch runs under its own agent's adapter (the
+  ``"stacked"`` scheme's batched matmuls, or peft's mixed batch) and the measurements that chose the default.
 - :mod:`llm_marl_trainers.config` — :class:`~llm_marl_trainers.config.TrainerConfig`, every option (TRL's names where
   they exist).
 - :mod:`llm_marl_trainers.magrpo` — :class:`~llm_marl_trainers.magrpo.MAGRPOTrainer`: the step (trees, advantages,

@@ -35,7 +35,7 @@ Scaling out
   writes metrics, checkpoints (with every rank's RNG states) and the team; a run resumes with the same number of
   processes. ``torchrun --standalone --nproc-per-node 2 --no-python llm-marl train ...``.
 - *vLLM generation* is not supported: sampling is one batched ``model.generate`` call per depth with per-row LoRA
-  routing (:mod:`llm_marl_trainers.generation`). A vLLM backend would serve the base with one LoRA per agent
+  routing (:mod:`llm_marl_trainers.lora_routing`). A vLLM backend would serve the base with one LoRA per agent
   (``enable_lora``), and after each step the updated adapters would have to be saved and reloaded into it (TRL's
   ``use_vllm`` does the weight sync for a single policy); the per-token log-probabilities it returns would be the
   records the loss needs. None of that is written: no GPU was available to build and check it on.
