@@ -203,3 +203,27 @@ def test_agent_node_returns_discount_each_agents_own_rewards() -> None:
     returns = agent_node_returns(root, gamma=0.5)
     assert returns[id(node)] == {"a": 1.0 + 0.5 * (2.0 + 0.0) / 2, "b": 0.0 + 0.5 * (4.0 + 2.0) / 2}
     assert returns[id(second)] == {"b": 2.0} and returns[id(root)] == {"a": 0.75, "b": 0.75}
+
+
+def test_every_function_here_is_one_the_trainer_runs() -> None:
+    """Issue 43: the advantage had two homes, one tested and unused. Every function and class of ``advantages.py`` is
+    used by the trainer's code (``trainers/``), directly or through another function of the module."""
+    import ast
+    from pathlib import Path
+
+    import llm_marl_trainers.advantages as advantages
+
+    folder = Path(advantages.__file__).parent
+    module = ast.parse(Path(advantages.__file__).read_text(encoding="utf-8"))
+    defined = {node.name for node in module.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    used: set[str] = set()
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.alias):
+                used.add(node.name)
+    assert {"batch_samples", "scale_advantages", "reward_metrics", "value_targets"} <= defined
+    assert defined <= used, f"defined in advantages.py but never used by the trainer: {sorted(defined - used)}"
