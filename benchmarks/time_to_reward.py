@@ -10,9 +10,9 @@ ratio's spread. Every ``K`` steps (and before the first) training pauses and the
 plays ``E`` held-out tasks (``split="eval"``, seeds ``0..E-1``) greedily, the same way for both (the rollout runner,
 one batched ``generate`` per turn); evaluation time is left out of the training wall time.
 
-The report: each trainer's held-out return against training wall time, the level ``L`` = CoMLRL's final held-out
-return, the wall time each needs to first reach ``L`` and their ratio (target: ours ≤ 0.5 × CoMLRL's), the held-out
-returns at equal wall time, and where the time goes (set-up, generation, update, evaluation)::
+The report: each trainer's held-out return against training wall time, the race's level ``L``, the wall time each
+needs to first reach ``L`` and their ratio (target: ours ≤ 0.5 × CoMLRL's), the held-out returns at equal wall time
+beside it, and where the time goes (set-up, generation, update, evaluation)::
 
     python -m llm_marl_benchmarks.time_to_reward --steps 30 --eval-every 5 --eval-tasks 24 --json R.json --plot R.png
     python -m llm_marl_benchmarks.time_to_reward --seeds 0 1 2 --steps 15 --eval-every 5 --eval-tasks 16 --json R.json
@@ -20,6 +20,23 @@ returns at equal wall time, and where the time goes (set-up, generation, update,
         --max-new-tokens 16
 
 Every run prints its plan and an estimate first, then one progress line per step and per evaluation.
+
+**The level** (:func:`race_level`) is the untrained team's held-out return ``u`` (the same for both: the same
+untrained team plays the same tasks greedily) plus half the larger of the two trainers' gains, ``L = u + ½ ·
+max(final_ours − u, final_CoMLRL − u)``. Why this one: the race used to run to CoMLRL's final return, which has no
+answer when CoMLRL ends below its untrained team (seed 0 of 15 steps: ours 0.630 → 0.806, CoMLRL 0.630 → 0.577, ratio
+n/a), and "a level both reach" has none either when one trainer never improves. This level is symmetric (neither
+trainer's curve defines it alone), lies strictly above ``u`` whenever either trainer learned (so reaching it takes
+training, never the step-0 evaluation), half way so it is passed while learning rather than decided by the noisy last
+evaluation, and the trainer with the larger gain always reaches it (at its final evaluation at the latest).
+
+**The ratio** (:func:`race_ratio`) is ours' wall time to ``L`` over CoMLRL's. A trainer that never reaches ``L`` in
+its run needed more than its whole training wall time, so that time stands in for its time to ``L`` and the ratio is
+a bound, recorded as such (``ratio_bound``): ``"upper"`` when CoMLRL never got there (the true ratio is smaller),
+``"lower"`` when ours never did (the true ratio is larger). Only when neither trainer's final return beats ``u`` is
+there nothing to race to (ratio None, with a note). A seed meets the target when its ratio is ≤ 0.5 and is not a lower
+bound. Each seed's ``level``, ``ratio`` and ``ratio_bound`` go to the JSON; across seeds the report gives the ratio's
+mean, min and max (bounds counted at their value, and how many there were) beside the returns at equal wall time.
 """
 
 from __future__ import annotations
@@ -43,7 +60,8 @@ TOP_K = 50
 """Both trainers sample with top-k 50: transformers' default, which ours uses (CoMLRL's own default is no top-k;
 an earlier race gave it that, so the two sampled from different distributions)."""
 TARGET_RATIO = 0.5
-"""Ours should reach CoMLRL's final held-out return in at most this share of the wall time CoMLRL needs."""
+"""Ours should reach the race's level in at most this share of the wall time CoMLRL needs."""
+LEVEL_IS = "untrained return + half the larger of the two trainers' gains (final - untrained)"
 # Step times measured on these 2 cores (benchmarks/trainer_step.py, README "Figures measured"): N = 2, G = 4,
 # 64 new tokens, ~600-token prompts, fp32: ours 35.8 s, CoMLRL with our LoRA 37.5 s (full fine-tuning 57.6 s).
 REFERENCE_STEP_S: dict[str, float] = {"ours": 35.8, "comlrl_lora": 37.5, "comlrl_full": 57.6}
@@ -390,9 +408,56 @@ def run_framework(framework: str, settings: dict[str, Any], workdir: Path) -> di
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def race_level(ours: Sequence[dict[str, Any]], peer: Sequence[dict[str, Any]]) -> float:
+    """The race's level from the two held-out curves (points in step order, the first at step 0, untrained): the
+    untrained return plus half the larger of the two gains (final minus untrained); see the module docstring."""
+    untrained = (ours[0]["eval_return"] + peer[0]["eval_return"]) / 2  # the same team and tasks: equal but for rounding
+    gain = max(ours[-1]["eval_return"] - untrained, peer[-1]["eval_return"] - untrained)
+    return untrained + gain / 2
+
+
 def first_reach(points: Sequence[dict[str, Any]], level: float) -> dict[str, Any] | None:
-    """The first evaluation point whose held-out return is at least ``level`` (None if none)."""
-    return next((p for p in points if p["eval_return"] >= level - 1e-12), None)
+    """The first evaluation point after training began (step > 0) whose held-out return is at least ``level``
+    (None if none)."""
+    return next((p for p in points if p["step"] > 0 and p["eval_return"] >= level - 1e-12), None)
+
+
+def race_ratio(ours: Sequence[dict[str, Any]], peer: Sequence[dict[str, Any]], level: float) -> dict[str, Any]:
+    """Each trainer's training wall time to first reach ``level`` and the ratio ours / CoMLRL's.
+
+    A trainer that never reaches it is given its whole training wall time (its last evaluation's), which it needed
+    more than: the ratio is then an ``"upper"`` bound (CoMLRL never reached it) or a ``"lower"`` bound (ours never
+    did). If neither trainer's final return beats the untrained one's, there is no race (``ratio`` None)."""
+    untrained = (ours[0]["eval_return"] + peer[0]["eval_return"]) / 2
+    reached = {"ours": first_reach(ours, level), "comlrl": first_reach(peer, level)}
+    out: dict[str, Any] = {
+        "ours_wall_to_level_s": reached["ours"]["wall_time"] if reached["ours"] else None,
+        "comlrl_wall_to_level_s": reached["comlrl"]["wall_time"] if reached["comlrl"] else None,
+        "ours_step_at_level": reached["ours"]["step"] if reached["ours"] else None,
+        "comlrl_step_at_level": reached["comlrl"]["step"] if reached["comlrl"] else None,
+        "ratio": None, "ratio_bound": None, "note": None,
+    }
+    learned = max(ours[-1]["eval_return"], peer[-1]["eval_return"]) > untrained
+    if not learned or not (reached["ours"] or reached["comlrl"]):
+        out["note"] = "neither trainer's final held-out return beat the untrained team's: nothing to race to, no ratio"
+        return out
+    ours_s = reached["ours"]["wall_time"] if reached["ours"] else ours[-1]["wall_time"]
+    peer_s = reached["comlrl"]["wall_time"] if reached["comlrl"] else peer[-1]["wall_time"]
+    out["ratio"] = ours_s / peer_s
+    if not reached["comlrl"]:
+        out["ratio_bound"] = "upper"
+        out["note"] = (f"CoMLRL never reached the level in its {peer_s / 60:.1f} min of training: the ratio uses that "
+                       "time, an upper bound on ours / CoMLRL's")
+    elif not reached["ours"]:
+        out["ratio_bound"] = "lower"
+        out["note"] = (f"ours never reached the level in its {ours_s / 60:.1f} min of training: the ratio uses that "
+                       "time, a lower bound on ours / CoMLRL's")
+    return out
+
+
+def meets_target(ratio: float | None, bound: str | None) -> bool:
+    """Whether a seed's ratio shows ours at or under :data:`TARGET_RATIO` (a lower bound shows nothing of the kind)."""
+    return ratio is not None and bound != "lower" and ratio <= TARGET_RATIO
 
 
 def at_wall(points: Sequence[dict[str, Any]], wall: float) -> dict[str, Any]:
@@ -412,42 +477,49 @@ def time_split(result: dict[str, Any]) -> dict[str, float]:
 
 
 def compare(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The race's figures (see the module docstring)."""
+    """The race's figures for one seed (see the module docstring)."""
     ours, peer = results["ours"]["points"], results["comlrl"]["points"]
-    level = peer[-1]["eval_return"]
-    reached_peer, reached_ours = first_reach(peer, level), first_reach(ours, level)
-    peer_wall = reached_peer["wall_time"] if reached_peer else None
-    ours_wall = reached_ours["wall_time"] if reached_ours else None
-    ratio = ours_wall / peer_wall if ours_wall is not None and peer_wall else None
+    level = race_level(ours, peer)
+    race = race_ratio(ours, peer, level)
     equal_wall = min(ours[-1]["wall_time"], peer[-1]["wall_time"])
     return {
-        "level": level, "level_is": "CoMLRL's final held-out return",
-        "comlrl_wall_to_level_s": peer_wall, "ours_wall_to_level_s": ours_wall,
-        "ours_step_at_level": reached_ours["step"] if reached_ours else None,
-        "ratio": ratio, "target": TARGET_RATIO, "meets_target": ratio is not None and ratio <= TARGET_RATIO,
-        "note": None if peer_wall else "CoMLRL's final return is no better than its untrained team's: no wall time to "
-                                       "reach it, so no ratio",
+        "level": level, "level_is": LEVEL_IS, **race, "target": TARGET_RATIO,
+        "meets_target": meets_target(race["ratio"], race["ratio_bound"]),
         "equal_wall_s": equal_wall, "ours_at_equal_wall": at_wall(ours, equal_wall)["eval_return"],
         "comlrl_at_equal_wall": at_wall(peer, equal_wall)["eval_return"],
         "untrained": {"ours": ours[0]["eval_return"], "comlrl": peer[0]["eval_return"]},
-        "final": {"ours": ours[-1]["eval_return"], "comlrl": level},
+        "final": {"ours": ours[-1]["eval_return"], "comlrl": peer[-1]["eval_return"]},
         "time": {name: time_split(result) for name, result in results.items()},
     }
 
 
 def summarize(comparisons: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Across seeds: each seed's ratio, their mean, min and max, and the held-out returns at equal wall time."""
+    """Across seeds: each seed's level and ratio (and whether it is a bound), the ratio's mean, min and max, and
+    beside them the held-out returns at equal wall time."""
     ratios = [c["ratio"] for c in comparisons]
     known = [r for r in ratios if r is not None]
-    gaps = [c["ours_at_equal_wall"] - c["comlrl_at_equal_wall"] for c in comparisons]
+    bounds = [c["ratio_bound"] for c in comparisons]
+    ours_equal = [c["ours_at_equal_wall"] for c in comparisons]
+    peer_equal = [c["comlrl_at_equal_wall"] for c in comparisons]
+    gaps = [o - p for o, p in zip(ours_equal, peer_equal, strict=True)]
     step_ratio = [c["time"]["ours"]["mean_step_s"] / c["time"]["comlrl"]["mean_step_s"] for c in comparisons]
     return {
-        "ratios": ratios, "ratio_mean": sum(known) / len(known) if known else None,
+        "levels": [c["level"] for c in comparisons], "ratios": ratios, "ratio_bounds": bounds,
+        "ratio_mean": sum(known) / len(known) if known else None,
         "ratio_min": min(known) if known else None, "ratio_max": max(known) if known else None,
-        "seeds_meeting_target": sum(1 for r in known if r <= TARGET_RATIO), "target": TARGET_RATIO,
+        "ratio_bounds_count": {"upper": bounds.count("upper"), "lower": bounds.count("lower")},
+        "seeds_meeting_target": sum(1 for c in comparisons if c["meets_target"]), "target": TARGET_RATIO,
+        "ours_at_equal_wall": ours_equal, "comlrl_at_equal_wall": peer_equal,
         "equal_wall_gap": gaps, "equal_wall_gap_mean": sum(gaps) / len(gaps) if gaps else None,
         "step_time_ratio": step_ratio,
     }
+
+
+def format_ratio(ratio: float | None, bound: str | None) -> str:
+    """``0.42``, ``<0.12`` (an upper bound), ``>0.54`` (a lower bound) or ``n/a``."""
+    if ratio is None:
+        return "n/a"
+    return {"upper": "<", "lower": ">"}.get(bound or "", "") + f"{ratio:.2f}"
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -457,12 +529,18 @@ def print_report(report: dict[str, Any]) -> None:
         print_report(run)
     summary = report.get("summary")
     if summary:
-        shown = ", ".join("n/a" if r is None else f"{r:.2f}" for r in summary["ratios"])
-        mean = "n/a" if summary["ratio_mean"] is None else f"{summary['ratio_mean']:.2f}"
-        print(f"[race] over {len(summary['ratios'])} seeds: ratio {shown} (mean {mean}, target ≤ "
-              f"{summary['target']}: met by {summary['seeds_meeting_target']}); ours minus CoMLRL at equal time "
-              + ", ".join(f"{g:+.3f}" for g in summary["equal_wall_gap"])
-              + "; our step / CoMLRL's " + ", ".join(f"{r:.2f}" for r in summary["step_time_ratio"]))
+        shown = ", ".join(format_ratio(r, b) for r, b in zip(summary["ratios"], summary["ratio_bounds"], strict=True))
+        spread = ("n/a" if summary["ratio_mean"] is None else f"mean {summary['ratio_mean']:.2f}, min "
+                  f"{summary['ratio_min']:.2f}, max {summary['ratio_max']:.2f}")
+        counted = summary["ratio_bounds_count"]
+        print(f"[race] over {len(summary['ratios'])} seeds: ratio {shown} ({spread}; bounds counted at their value: "
+              f"{counted['upper']} upper, {counted['lower']} lower; target ≤ {summary['target']}: met by "
+              f"{summary['seeds_meeting_target']}); levels " + ", ".join(f"{v:.3f}" for v in summary["levels"]))
+        print("[race] held-out return at equal time, ours vs CoMLRL: "
+              + ", ".join(f"{o:.3f} vs {p:.3f}" for o, p in zip(summary["ours_at_equal_wall"],
+                                                               summary["comlrl_at_equal_wall"], strict=True))
+              + " (ours minus CoMLRL " + ", ".join(f"{g:+.3f}" for g in summary["equal_wall_gap"])
+              + "); our step / CoMLRL's " + ", ".join(f"{r:.2f}" for r in summary["step_time_ratio"]))
     if "results" not in report:
         return
     for name, result in report["results"].items():
@@ -476,15 +554,15 @@ def print_report(report: dict[str, Any]) -> None:
         return
     c = comparison
     ours_to = "never" if c["ours_wall_to_level_s"] is None else f"{c['ours_wall_to_level_s'] / 60:.1f} min"
-    peer_to = "—" if c["comlrl_wall_to_level_s"] is None else f"{c['comlrl_wall_to_level_s'] / 60:.1f} min"
-    ratio = "n/a" if c["ratio"] is None else f"{c['ratio']:.2f}"
-    print(f"[race] level L = CoMLRL's final held-out return {c['level']:.4f} (untrained: ours "
-          f"{c['untrained']['ours']:.4f}, CoMLRL {c['untrained']['comlrl']:.4f})")
+    peer_to = "never" if c["comlrl_wall_to_level_s"] is None else f"{c['comlrl_wall_to_level_s'] / 60:.1f} min"
+    ratio = format_ratio(c["ratio"], c["ratio_bound"])
+    print(f"[race] level L = {c['level']:.4f}, the {c['level_is']} (untrained: ours "
+          f"{c['untrained']['ours']:.4f}, CoMLRL {c['untrained']['comlrl']:.4f}; final: ours "
+          f"{c['final']['ours']:.4f}, CoMLRL {c['final']['comlrl']:.4f})")
     print(f"[race] time to reach L: ours {ours_to}, CoMLRL {peer_to}; ratio {ratio} (target ≤ {c['target']}: "
           f"{'met' if c['meets_target'] else 'not met'}){'; ' + c['note'] if c['note'] else ''}")
     print(f"[race] at equal training time ({c['equal_wall_s'] / 60:.1f} min): ours {c['ours_at_equal_wall']:.4f}, "
-          f"CoMLRL {c['comlrl_at_equal_wall']:.4f}; final: ours {c['final']['ours']:.4f}, CoMLRL "
-          f"{c['final']['comlrl']:.4f}")
+          f"CoMLRL {c['comlrl_at_equal_wall']:.4f}")
     for name, split in c["time"].items():
         print(f"[race] {name} time: set-up {split['setup_s']:.0f} s, generation {split['generation_s']:.0f} s, "
               f"update {split['update_s']:.0f} s ({split['mean_step_s']:.1f} s a step, "
@@ -513,7 +591,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
                       linestyle=["-", "--", ":", "-."][index % 4], label=labels.get(name, name) + seed)
         if run.get("comparison") and len(runs) == 1:
             axes.axhline(run["comparison"]["level"], color="grey", linestyle="--", linewidth=1,
-                         label="CoMLRL's final return")
+                         label="the race's level")
     s = runs[0]["settings"]
     axes.set_xlabel("training wall time (min, 2 CPU cores; evaluation excluded)")
     axes.set_ylabel(f"held-out team return ({s['eval_tasks']} tasks)")

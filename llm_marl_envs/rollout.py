@@ -31,11 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from llm_marl_envs.core.magrpo_episode import JOINT_MODES
 from llm_marl_envs.core.prompts import DEFAULT_SYSTEM_PROMPT, chat
-
-JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
-"""How G samples per agent form joint actions: ``aligned`` pairs the k-th samples (G joint actions), ``cross`` takes
-every combination (G^N), as in MAGRPO (Liu et al. 2025, Sec. 4)."""
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl_envs.core.config import check_choice, check_int, check_positive
+from llm_marl_envs.core.magrpo_episode import JOINT_MODES
 from llm_marl_envs.registry import ENV_NAMES, canonical_name
 
 LOSS_TYPES: tuple[str, ...] = ("magrpo", "grpo", "dr_grpo", "dapo")
+"""The ``loss_type`` values, the one list: :data:`llm_marl_trainers.losses.LOSSES` maps each to its loss function. It
+lives here, not in ``losses.py``, so a config is checked before torch loads."""
 SCALE_REWARDS: tuple[str, ...] = ("group", "batch", "none")
-JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
+"""TRL's ``scale_rewards`` values (:func:`llm_marl_trainers.advantages.scale_advantages` applies them)."""
 BRANCHING: tuple[str, ...] = ("full", "one_turn")
 ADVANTAGES: tuple[str, ...] = ("joint", "per_agent")
 BASELINES: tuple[str, ...] = ("group", "critic")

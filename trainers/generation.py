@@ -17,43 +17,8 @@ their own (pass a mapping ``agent -> LoadedModel``) and keeps the same interface
   ``llm_marl_baselines.policies.adapters.save_team(dir, team.model_of(agent), env=..., roles=team.agents)`` takes the
   shared base's peft model as it is).
 
-How a row gets its agent's adapter (``scheme``)
-------------------------------------------------
-``"stacked"`` (the default) replaces the forward of every LoRA linear layer, while a batch is routed, by
-``base(x) + bmm(bmm(x, A[row]), B[row] · scaling)``: the adapters' matrices are stacked and gathered per row once per
-``generate`` call, then two batched matmuls per layer and step, whatever the number of agents. ``"peft"`` is peft's
-own mixed-adapter batch (``adapter_names=[...]``): every layer splits its input into one sub-batch per adapter, with
-index lists rebuilt in Python at every layer and step. Both make one ``generate`` call and both compute each row under
-its own adapter (the tests check logits and log-probabilities against one ``set_adapter`` run per adapter to 1e-5 in
-fp32; on SmolLM2 the largest logit difference is 1e-4 on logits of magnitude ~20, float summation order).
-
-``benchmarks/adapter_generation.py`` measured them against the plain base model and the two multi-call schemes
-(``set_adapter`` per agent; one merged copy per agent): SmolLM2-135M fp32 on the 2-core CPU, sampled, 64 new tokens
-pinned (min = max), medians of wall time (the machine was shared; CPU-time ratios agree within 0.07):
-
-    ========================  ==========  =========  ==========  ===========  ========
-    agents × rows per agent   base        stacked    peft        set_adapter  merged
-    ========================  ==========  =========  ==========  ===========  ========
-    2 × 4 (5 repeats)         7.88 s      1.08 ×     1.13 ×      2.06 ×       1.79 ×
-    4 × 4 (3 repeats)         12.79 s     1.10 ×     1.29 ×      2.58 ×       2.21 ×
-    ========================  ==========  =========  ==========  ===========  ========
-
-    python benchmarks/adapter_generation.py --model default --agents 2 --rows-per-agent 4 --new-tokens 64
-    python benchmarks/adapter_generation.py --model default --agents 4 --rows-per-agent 4 --new-tokens 64 --repeats 3
-
-``"stacked"`` is therefore the default: within 10 % of the base model, and its cost does not grow with the number of
-agents, while peft's mixed batch pays its sub-batching per adapter (+13 % at 2 agents, +29 % at 4) and the multi-call
-schemes pay ``generate``'s per-call cost once per agent. Not measured here: a GPU, where ``generate`` is launch-bound
-and unmerged peft LoRA doubled ``generate`` time for a 1.4B model (FACTS); ``"stacked"`` launches a fixed handful of
-kernels per layer for any number of agents, peft's mixed batch a handful per adapter. :meth:`TeamModel.generate`
-end to end (chat rendering, records, log-probabilities) measured 1.08 × and 1.04 × the base in the same runs: no
-measurable cost over ``"stacked"`` alone. ``"stacked"`` supports plain LoRA on linear layers (no DoRA or other
-variants, no LoRA bias); anything else needs ``scheme="peft"``.
-
-Training notes (peft 0.21): peft refuses ``adapter_names=`` in train mode, and ``set_adapter`` / ``disable_adapter``
-freeze every adapter but the active one. The ``"stacked"`` scheme needs neither: :meth:`forward_logprobs` works in
-train mode (per-row LoRA dropout included), gradients reach every agent's adapter and never the base, and the team
-keeps ``requires_grad`` on all its adapters. With ``"peft"`` the forward runs in eval mode (no dropout).
+How a row gets its agent's adapter (``scheme``: the ``"stacked"`` routing by default, or peft's mixed batch)
+is :mod:`llm_marl_trainers.lora_routing`, with the measurements that chose the default.
 
 The SmolLM2 tokenizer: its GGUF declares ``<|im_start|>`` as eos and has no pad token. Stop tokens here are the model's
 and tokenizer's eos plus ``<|im_end|>`` (the ChatML end of turn) where the vocabulary has it, and padding uses
@@ -86,13 +51,9 @@ from llm_marl_baselines.policies.base import Generation, GenerationSettings
 from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
 from llm_marl_baselines.prompt_store import PromptStore
 from llm_marl_envs.rollout import ChatRequest
+from llm_marl_trainers.lora_routing import SCHEMES, AdapterRouter, install_router
 from llm_marl_trainers.losses import completion_logits, entropy_from_logits, sequence_logprobs, token_logprobs
 
-SCHEMES: dict[str, str] = {
-    "stacked": "one generate call; every LoRA layer adds bmm(bmm(x, A[row]), B[row]) for per-row adapters (default)",
-    "peft": "one generate call; peft's mixed-adapter batch (adapter_names=...), one sub-batch per adapter per layer",
-}
-"""How rows of one batch run under different adapters (see the module docstring for the measurements)."""
 CHATML_END = "<|im_end|>"
 """The ChatML end-of-turn token: a stop token wherever the vocabulary has it (SmolLM2's GGUF declares another eos)."""
 FALLBACK_PAD = "<|endoftext|>"
@@ -158,79 +119,6 @@ class CompletionLogprobs:
         return [self.per_token_logps[i, :n] for i, n in enumerate(lengths)]
 
 
-class _Router:
-    """Which adapter each batch row uses, for every LoRA layer of one peft model (the ``"stacked"`` scheme).
-
-    While ``rows`` is None the layers run peft's own forward; ``base_only`` skips every adapter. Gathered per-row
-    matrices are cached per layer while grad mode is off (one ``generate`` call re-uses them at every step); with
-    gradients they are gathered at each forward so autograd (and gradient checkpointing's recomputation) sees them.
-    """
-
-    def __init__(self, agents: Sequence[str]) -> None:
-        self.agents = tuple(agents)
-        self.rows: Tensor | None = None
-        self.base_only = False
-        self.cache: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
-
-    def weights(self, layer: Any) -> tuple[Tensor, Tensor, Tensor]:
-        """``(A_rows [R, in, r], B_rows [R, r, out], dropout_p_rows [R])`` of ``layer`` for the routed rows; ranks
-        differing between agents are zero-padded to the largest (exact), agents without an adapter here get zeros."""
-        cached = None if torch.is_grad_enabled() else self.cache.get(id(layer))
-        if cached is not None:
-            return cached
-        assert self.rows is not None
-        present = [agent for agent in self.agents if agent in layer.lora_A]
-        rank = max(layer.r[agent] for agent in present)
-        template = layer.lora_A[present[0]].weight
-        a_all, b_all, p_all = [], [], []
-        for agent in self.agents:
-            if agent in layer.lora_A:
-                a = layer.lora_A[agent].weight  # [r, in]
-                b = layer.lora_B[agent].weight * layer.scaling[agent]  # [out, r]
-                pad = rank - a.shape[0]
-                if pad:
-                    a = torch.nn.functional.pad(a, (0, 0, 0, pad))
-                    b = torch.nn.functional.pad(b, (0, pad))
-                p = float(getattr(layer.lora_dropout[agent], "p", 0.0))
-            else:
-                a = template.new_zeros(rank, template.shape[1])
-                b = template.new_zeros(layer.lora_B[present[0]].weight.shape[0], rank)
-                p = 0.0
-            a_all.append(a.T)
-            b_all.append(b.T)
-            p_all.append(p)
-        rows = self.rows.to(template.device)
-        gathered = (torch.stack(a_all)[rows], torch.stack(b_all)[rows],
-                    torch.tensor(p_all, dtype=template.dtype, device=template.device)[rows])
-        if not torch.is_grad_enabled():
-            self.cache[id(layer)] = gathered
-        return gathered
-
-
-def _routed_forward(layer: Any, router: _Router, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    """A LoRA linear layer's forward under the ``"stacked"`` scheme: ``base(x) + bmm(bmm(x, A[row]), B[row])``, or
-    peft's own forward while no rows are routed."""
-    if router.rows is None:
-        return type(layer).forward(layer, x, *args, **kwargs)
-    if layer.merged:
-        raise RuntimeError("TeamModel: an adapter was merged into the base weights; routed rows need them unmerged")
-    result = layer.base_layer(x, *args, **kwargs)
-    if router.base_only:
-        return result
-    a_rows, b_rows, p_rows = router.weights(layer)
-    flat = x.dim() == 2
-    h = x.unsqueeze(1) if flat else x
-    if h.dim() != 3 or h.shape[0] != a_rows.shape[0]:
-        raise RuntimeError(f"TeamModel: routed {a_rows.shape[0]} rows, but a LoRA layer got input of shape "
-                           f"{tuple(x.shape)}; route exactly the rows of the batch")
-    h = h.to(a_rows.dtype)
-    if layer.training and bool((p_rows > 0).any()):
-        keep = (torch.rand_like(h) >= p_rows[:, None, None]).to(h.dtype)
-        h = h * keep / (1 - p_rows)[:, None, None]
-    delta = torch.bmm(torch.bmm(h, a_rows), b_rows)
-    return result + (delta.squeeze(1) if flat else delta).to(result.dtype)
-
-
 @dataclass
 class _Group:
     """The agents that share one base model, with that model wrapped by peft and its token ids."""
@@ -238,24 +126,9 @@ class _Group:
     loaded: LoadedModel
     model: Any
     agents: list[str]
-    router: _Router
+    router: AdapterRouter
     pad_id: int
     stop_ids: frozenset[int]
-
-    @contextlib.contextmanager
-    def routed(self, agent_of_row: Sequence[str], *, base_only: bool = False, sticky: bool = False) -> Iterator[None]:
-        """Run every row of the next forward passes under its agent's adapter (``"stacked"`` scheme)."""
-        index = {agent: i for i, agent in enumerate(self.router.agents)}
-        self.router.rows = torch.tensor([index[agent] for agent in agent_of_row], dtype=torch.long)
-        self.router.base_only = base_only
-        self.router.cache.clear()
-        try:
-            yield
-        finally:
-            self.router.cache.clear()
-            if not sticky:
-                self.router.rows = None
-                self.router.base_only = False
 
 
 class _RawLogprobRecorder:
@@ -408,9 +281,9 @@ class TeamModel:
                 for agent in agents[1:]:
                     model.load_adapter(str(adapters[agent]), adapter_name=agent, is_trainable=True)
         model.eval()
-        router = _Router(agents)
+        router = AdapterRouter(agents)
         if self.scheme == "stacked":
-            _install_router(model, router)
+            install_router(model, router)
         pad_id, stop_ids = special_token_ids(loaded.tokenizer, loaded.model)
         group = _Group(loaded=loaded, model=model, agents=agents, router=router, pad_id=pad_id, stop_ids=stop_ids)
         for parameter in model.parameters():
@@ -631,7 +504,7 @@ class TeamModel:
         kwargs: dict[str, Any] = {}
         routing: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if self.scheme == "stacked":
-            routing = group.routed(agents)
+            routing = group.router.routed(agents)
         else:
             kwargs["adapter_names"] = agents
         was_training = group.model.training
@@ -737,7 +610,7 @@ class TeamModel:
         model = group.model
         if self.scheme == "stacked":
             sticky = _checkpointing(model) and torch.is_grad_enabled()
-            with group.routed(agents, base_only=reference, sticky=sticky):
+            with group.router.routed(agents, base_only=reference, sticky=sticky):
                 logits = model(**inputs).logits
         else:
             was_training = model.training
@@ -804,7 +677,7 @@ class TeamModel:
         ``reference``); yields the keyword arguments the forward needs: nothing with the stacked router, peft's
         ``adapter_names`` otherwise (in eval mode, which peft needs for them)."""
         if self.scheme == "stacked":
-            with group.routed(agents, base_only=reference):
+            with group.router.routed(agents, base_only=reference):
                 yield {}
             return
         was_training = group.model.training
@@ -830,8 +703,8 @@ class TeamModel:
         position_ids = (attention.cumsum(dim=1) - 1).clamp(min=0)
         causal_lm = group.model.get_base_model()
         backbone = getattr(causal_lm, causal_lm.base_model_prefix)  # the decoder stack, without the LM head
-        adapters_off = (group.routed([group.agents[0]] * len(encoded), base_only=True) if self.scheme == "stacked"
-                        else group.model.disable_adapter())
+        adapters_off = (group.router.routed([group.agents[0]] * len(encoded), base_only=True)
+                        if self.scheme == "stacked" else group.model.disable_adapter())
         with torch.no_grad(), adapters_off:
             output = backbone(input_ids=input_ids, attention_mask=attention, position_ids=position_ids)
         return output.last_hidden_state[:, -1].float()
@@ -851,7 +724,7 @@ class TeamModel:
         if unknown:
             raise ValueError(f"route: no adapter for agents {unknown}; this team has {list(self.agents)}")
         group = self._groups[0]
-        with group.routed(list(agent_of_row)):
+        with group.router.routed(list(agent_of_row)):
             yield group.model
 
     def _group(self, agent: str) -> _Group:
@@ -901,23 +774,6 @@ def special_token_ids(tokenizer: Any, model: Any) -> tuple[int, frozenset[int]]:
     if pad is None:
         pad = min(stop)
     return int(pad), frozenset(int(i) for i in stop)
-
-
-def _install_router(model: Any, router: _Router) -> None:
-    """Give every LoRA linear layer of ``model`` the routed forward (``"stacked"`` scheme); refuse what it cannot do."""
-    from peft.tuners.lora import Linear as LoraLinear
-    from peft.tuners.lora import LoraLayer
-
-    for name, module in model.named_modules():
-        if not isinstance(module, LoraLayer):
-            continue
-        if not isinstance(module, LoraLinear):
-            raise ValueError(f"scheme='stacked': expected LoRA on linear layers only, got {type(module).__name__} "
-                             f"at {name}; use scheme='peft'")
-        if module.lora_variant or any(getattr(b, "bias", None) is not None for b in module.lora_B.values()):
-            raise ValueError(f"scheme='stacked': expected plain LoRA (no DoRA or other variant, no lora_bias) at "
-                             f"{name}; use scheme='peft'")
-        module.forward = functools.partial(_routed_forward, module, router)
 
 
 def _checkpointing(model: Any) -> bool:

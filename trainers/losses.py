@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from llm_marl_trainers.config import LOSS_TYPES
+
 # --------------------------------------------------------------------------------------------------------------------
 # Log-probabilities and entropies from logits
 # --------------------------------------------------------------------------------------------------------------------
@@ -354,13 +356,10 @@ def dapo_loss(batch: PolicyBatch, settings: LossSettings) -> tuple[Tensor, dict[
 
 
 LossFn = Callable[[PolicyBatch, LossSettings], tuple[Tensor, dict[str, float]]]
-LOSSES: dict[str, LossFn] = {
-    "magrpo": magrpo_loss,
-    "grpo": grpo_loss,
-    "dr_grpo": dr_grpo_loss,
-    "dapo": dapo_loss,
-}
-"""``loss_type`` → loss; the only list of loss types."""
+LOSSES: dict[str, LossFn] = {loss_type: globals()[f"{loss_type}_loss"] for loss_type in LOSS_TYPES}
+"""``loss_type`` → its loss, the function named ``<loss_type>_loss``. The names are
+:data:`llm_marl_trainers.config.LOSS_TYPES` (the one list, torch-free so a config is checked before torch loads); a
+name there without its function here fails at import."""
 
 
 def policy_loss(batch: PolicyBatch, settings: LossSettings) -> tuple[Tensor, dict[str, float]]:

@@ -13,7 +13,7 @@ One step, top to bottom (Liu et al. 2025, arXiv 2508.04652, Alg. 1; official cod
 3. At every node, each agent's G samples get ``A = R − mean(siblings' R)`` (or ``R − V(s_node)`` with the critic),
    scaled by ``scale_rewards`` (the std of the group, or of the whole batch). With ``advantage="per_agent"`` each
    agent's own return is used instead and compared with its teammates': ``A_i = R_i − mean_j R_j`` (arXiv
-   2512.24609; :func:`batch_samples`).
+   2512.24609). Steps 2-3 are :func:`llm_marl_trainers.advantages.batch_samples`, the one home of these formulas.
 4. The loss (:func:`llm_marl_trainers.losses.policy_loss`) over every sampled completion under its agent's adapter;
    one AdamW optimizer per agent's adapter. A step whose loss or gradients are not finite is skipped (no update, the row
    says ``skipped: true``); ``max_bad_steps`` of them in a row stop the run (:class:`NonFiniteLossError`).
@@ -35,7 +35,7 @@ Scaling out
   writes metrics, checkpoints (with every rank's RNG states) and the team; a run resumes with the same number of
   processes. ``torchrun --standalone --nproc-per-node 2 --no-python llm-marl train ...``.
 - *vLLM generation* is not supported: sampling is one batched ``model.generate`` call per depth with per-row LoRA
-  routing (:mod:`llm_marl_trainers.generation`). A vLLM backend would serve the base with one LoRA per agent
+  routing (:mod:`llm_marl_trainers.lora_routing`). A vLLM backend would serve the base with one LoRA per agent
   (``enable_lora``), and after each step the updated adapters would have to be saved and reloaded into it (TRL's
   ``use_vllm`` does the weight sync for a single policy); the per-token log-probabilities it returns would be the
   records the loss needs. None of that is written: no GPU was available to build and check it on.
@@ -50,8 +50,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +63,7 @@ from llm_marl_baselines.policies.base import GenerationSettings
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import ChatEnv, TreeNode, rollout_tree
 from llm_marl_trainers import checkpoint
-from llm_marl_trainers.advantages import (
-    STD_EPS,
-    node_returns,
-    per_agent_advantages,
-    reward_metrics,
-    sample_returns,
-    value_targets,
-)
+from llm_marl_trainers.advantages import Sample, batch_samples, reward_metrics, value_targets
 from llm_marl_trainers.config import TrainerConfig
 from llm_marl_trainers.critic import StateCritic
 from llm_marl_trainers.distributed import DataParallel
@@ -86,166 +78,11 @@ class NonFiniteLossError(RuntimeError):
     """``max_bad_steps`` steps in a row had a non-finite loss (or gradients); the last checkpoint is intact."""
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One sampled completion and the advantage it is trained with."""
-
-    agent: str
-    generation: Any
-    """The generation record (prompt ids, completion ids, log-probabilities) the policy returned."""
-    advantage: float
-
-
-@dataclass(frozen=True)
-class _ScaleGroup:
-    """Samples whose advantages share one std: an agent's G samples at a node (``joint``), or every acting agent's
-    samples at a node (``per_agent``)."""
-
-    agents: tuple[str, ...]
-    generations: tuple[Any, ...]
-    centered: Tensor
-    """Advantages before std scaling (``R − mean``), one per sample."""
-    spread: Tensor
-    """The values whose std scales the group: the returns (``joint``, as TRL's ``std_rewards``) or the
-    advantages themselves (``per_agent``)."""
-
-
-def agent_node_returns(root: TreeNode, gamma: float) -> dict[int, dict[str, float]]:
-    """Every node's per-agent returns, keyed by ``id(node)``: ``R_i(n) = r_i(n) + γ · mean_c R_i(c)``.
-
-    :func:`llm_marl_trainers.advantages.node_returns` with each agent's own reward ``r_i`` (what the env's
-    ``rewards[agent]`` paid it for the step into ``n``; 0 where the agent did not act, e.g. after it finished) instead
-    of the joint one.
-    """
-    returns: dict[int, dict[str, float]] = {}
-
-    def visit(node: TreeNode) -> dict[str, float]:
-        own = {step.agent: float(step.reward) for step in node.steps}
-        below = [visit(child) for child in node.children]
-        agents = set(own).union(*below)
-        R = {a: own.get(a, 0.0) + (gamma * sum(c.get(a, 0.0) for c in below) / len(below) if below else 0.0)
-             for a in agents}
-        returns[id(node)] = R
-        return R
-
-    visit(root)
-    return returns
-
-
-def _scale_groups(root: TreeNode, agents: Sequence[str], config: TrainerConfig,
-                  values: Mapping[int, float] | None = None) -> tuple[list[_ScaleGroup], list[Tensor]]:
-    """One tree's samples grouped for scaling, and the per-agent groups of returns (for the reward metrics);
-    ``values``: the critic's ``V`` of each expanded node (``id(node)``), the baseline instead of the group mean."""
-    joint_returns = node_returns(root, config.discount) if config.advantage == "joint" else {}
-    own_returns = agent_node_returns(root, config.discount) if config.advantage == "per_agent" else {}
-    groups: list[_ScaleGroup] = []
-    metric_groups: list[Tensor] = []
-    for parent in (node for node in root.nodes() if node.children):  # the groups, as sibling_groups orders them
-        siblings = parent.children
-        # Samples per agent at this node: G where the tree branches, 1 on a single rollout (``branching:
-        # one_turn``), whose lone sample has no group to be compared with: its return only flows into the
-        # branch above it, and it is not trained on.
-        G = 1 + max(max(child.sample_index) for child in siblings)
-        if G < 2:
-            continue
-        acting = [step.agent for step in siblings[0].steps]
-        for agent in acting:
-            if agent not in agents:
-                raise ValueError(f"agent {agent!r} acted but the team has no adapter for it: {list(agents)}")
-        index = [child.sample_index for child in siblings]
-        # generations[i][k]: agent i's sample k is what the child with sample_index[i] == k acted with.
-        generations = []
-        for i, agent in enumerate(acting):
-            row = []
-            for k in range(G):
-                child = next(c for c in siblings if c.sample_index[i] == k)
-                row.append(next(s for s in child.steps if s.agent == agent).generation)
-            generations.append(row)
-        if config.advantage == "joint":
-            # R_i(k): the return of the joint action(s) agent i's sample k took part in (sample_returns).
-            per_sample = sample_returns([joint_returns[id(c)] for c in siblings], index, G)
-            baseline = values[id(parent)] if values is not None else None
-            for i, agent in enumerate(acting):
-                R = per_sample[i]
-                centered = R - (R.mean() if baseline is None else baseline)
-                groups.append(_ScaleGroup((agent,) * G, tuple(generations[i]), centered, R))
-                metric_groups.append(R)
-        else:
-            R = torch.tensor([[own_returns[id(c)].get(a, 0.0) for a in acting] for c in siblings], dtype=torch.float64)
-            A = per_agent_advantages(R)  # [joint actions, acting agents]: A_i = R_i − mean_j R_j per joint action
-            # A sample in several joint actions (cross) gets the mean of its A_i over them, as returns do.
-            sample_A = torch.stack([sample_returns(A[:, i], index, G)[i] for i in range(len(acting))])
-            sample_R = torch.stack([sample_returns(R[:, i], index, G)[i] for i in range(len(acting))])
-            groups.append(_ScaleGroup(tuple(a for a in acting for _ in range(G)),
-                                      tuple(g for row in generations for g in row),
-                                      sample_A.reshape(-1), sample_A.reshape(-1)))
-            metric_groups.extend(sample_R)
-    return groups, metric_groups
-
-
-def batch_samples(
-    roots: Sequence[TreeNode],
-    agents: Sequence[str],
-    config: TrainerConfig,
-    gather: Callable[[Tensor], Tensor] | None = None,
-    values: Mapping[int, float] | None = None,
-) -> tuple[list[Sample], list[Tensor]]:
-    """Every completion of a step's trees with its advantage, and the per-agent groups of returns.
-
-    ``advantage="joint"`` (MAGRPO): at each node, agent ``i``'s sample ``k`` has the return ``R_i(k)`` of
-    :func:`~llm_marl_trainers.advantages.sample_returns` (the child's return, aligned; the mean over the joint actions
-    it is part of, cross) and ``A = R_i(k) − mean_k R_i(k)``. ``advantage="per_agent"`` (arXiv 2512.24609): the agent's
-    own return ``R_i`` (:func:`agent_node_returns`) against the acting agents' mean in the same joint action,
-    ``A_i = R_i − mean_j R_j`` (:func:`~llm_marl_trainers.advantages.per_agent_advantages`).
-
-    ``scale_rewards`` (TRL's option): ``group`` divides by the std of the group's returns (joint; an agent's G samples)
-    or of the node's advantages (per_agent: all acting agents' samples, since one agent's A_i can be constant and
-    non-zero), ``batch`` by one std over the whole step's values, ``none`` leaves ``A`` as it is; ``+ 1e-4`` as TRL.
-    ``gather`` (data parallelism) turns this process's values into every rank's, so ``batch`` takes the std of the
-    whole step's values, not of this rank's share. ``values`` (``baseline="critic"``): ``{id(node): V(s_node)}`` for
-    every expanded node; a sample's return is then compared with its node's value instead of the group mean.
-    """
-    groups: list[_ScaleGroup] = []
-    metric_groups: list[Tensor] = []
-    for root in roots:
-        tree_groups, tree_metrics = _scale_groups(root, agents, config, values)
-        groups += tree_groups
-        metric_groups += tree_metrics
-    batch_std = None
-    if config.scale_rewards == "batch":
-        spread = torch.cat([g.spread for g in groups]) if groups else torch.zeros(0, dtype=torch.float64)
-        if gather is not None:
-            spread = gather(spread)
-        batch_std = _std(spread)
-    samples = []
-    for group in groups:
-        A = group.centered
-        if config.scale_rewards == "group":
-            A = A / (_std(group.spread) + STD_EPS)
-        elif config.scale_rewards == "batch":
-            A = A / (batch_std + STD_EPS)
-        samples += [Sample(agent, generation, float(a))
-                    for agent, generation, a in zip(group.agents, group.generations, A.tolist(), strict=True)]
-    return samples, metric_groups
-
-
-def tree_samples(
-    root: TreeNode, agents: Sequence[str], config: TrainerConfig
-) -> tuple[list[Sample], list[torch.Tensor]]:
-    """:func:`batch_samples` of one tree (``scale_rewards="batch"``: the std of this tree's values)."""
-    return batch_samples([root], agents, config)
-
-
 def prompt_token_counts(samples: Sequence[Sample]) -> tuple[int, int]:
     """``(prompt tokens, distinct prompt tokens)`` of a step's samples: what reading every completion's prompt costs,
     and what reading each distinct (agent, prompt) once costs (``share_prefix``); the rows report both."""
     prompts = [(sample.agent, tuple(sample.generation.prompt_ids or ())) for sample in samples]
     return sum(len(ids) for _, ids in prompts), sum(len(ids) for _, ids in set(prompts))
-
-
-def _std(values: Tensor) -> Tensor:
-    """Bessel-corrected std (TRL's ``nanstd``), 0 for a single value."""
-    return values.std(correction=1) if values.numel() > 1 else torch.zeros((), dtype=values.dtype)
 
 
 class MAGRPOTrainer:

@@ -53,7 +53,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-JOINT_MODES = ("aligned", "cross")
+JOINT_MODES: tuple[str, ...] = ("aligned", "cross")
+"""How G samples per agent form joint actions: ``aligned`` pairs the k-th samples (G joint actions), ``cross`` takes
+every combination (G^N), as in MAGRPO (Liu et al. 2025, Sec. 4; CoMLRL's ``joint_mode``). The one list: the rollout
+runner and the trainer's config import it from here."""
 
 
 def _real(name: str, value: object) -> float:

@@ -18,11 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 from baseline_helpers import tiny_model
 
 from llm_marl_envs.rollout import AgentStep, TreeNode
-from llm_marl_trainers.advantages import value_targets
+from llm_marl_trainers.advantages import batch_samples, value_targets
 from llm_marl_trainers.config import TrainerConfig
 from llm_marl_trainers.critic import state_text
 from llm_marl_trainers.generation import LoraSettings, TeamModel
-from llm_marl_trainers.magrpo import MAGRPOTrainer, batch_samples
+from llm_marl_trainers.magrpo import MAGRPOTrainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

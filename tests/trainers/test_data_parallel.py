@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_parallel_worker import config as worker_config
 from letter_env import LetterEnv
 
-from llm_marl_trainers.advantages import reward_metrics
+from llm_marl_trainers.advantages import batch_samples, reward_metrics
 from llm_marl_trainers.distributed import DataParallel
-from llm_marl_trainers.magrpo import MAGRPOTrainer, batch_samples
+from llm_marl_trainers.magrpo import MAGRPOTrainer
 
 WORKER = Path(__file__).resolve().parent / "data_parallel_worker.py"
 ROOT = Path(__file__).resolve().parents[2]

@@ -58,22 +58,65 @@ def _result(points: list[dict], step_s: float) -> dict:
 
 
 def test_the_race_comparison_by_hand() -> None:
-    # CoMLRL reaches its final 0.30 at 180 s; ours passes 0.30 at its second evaluation, 40 s of training.
+    # Untrained 0.10; finals: CoMLRL 0.30, ours 0.40 -> L = 0.10 + 0.30 / 2 = 0.25. CoMLRL reaches 0.25 at 180 s, ours
+    # at its second evaluation, 40 s of training.
     results = {"comlrl": _result(_points(0.10, 0.20, 0.25, 0.30), step_s=60.0),
                "ours": _result(_points(0.10, 0.28, 0.31, 0.40, every=20.0), step_s=20.0)}
     figures = time_to_reward.compare(results)
-    assert figures["level"] == 0.30 and figures["comlrl_wall_to_level_s"] == 180.0
-    assert figures["ours_wall_to_level_s"] == 40.0 and figures["ours_step_at_level"] == 10
-    assert figures["ratio"] == pytest.approx(40 / 180) and figures["meets_target"]
+    assert figures["level"] == pytest.approx(0.25) and figures["comlrl_wall_to_level_s"] == 120.0
+    assert figures["ours_wall_to_level_s"] == 20.0 and figures["ours_step_at_level"] == 5
+    assert figures["ratio"] == pytest.approx(20 / 120) and figures["ratio_bound"] is None and figures["meets_target"]
     assert figures["equal_wall_s"] == 60.0  # the shorter run's last evaluation
     assert figures["ours_at_equal_wall"] == 0.40 and figures["comlrl_at_equal_wall"] == 0.20
     assert figures["untrained"] == {"ours": 0.10, "comlrl": 0.10}
+    assert figures["final"] == {"ours": 0.40, "comlrl": 0.30}
     assert figures["time"]["ours"]["generation_s"] == 30.0 and figures["time"]["ours"]["update_s"] == 30.0
-    # A peer that never beat its untrained team gives no time to reach its level, hence no ratio.
-    flat = {"comlrl": _result(_points(0.2, 0.1, 0.2), step_s=60.0), "ours": _result(_points(0.2, 0.3), step_s=20.0)}
-    figures = time_to_reward.compare(flat)
-    assert figures["comlrl_wall_to_level_s"] == 0.0 and figures["ratio"] is None and not figures["meets_target"]
-    assert "no ratio" in figures["note"]
+    json.dumps(figures, allow_nan=False)  # the JSON report takes it as it is
+
+
+def test_the_race_has_a_level_and_a_ratio_where_comlrl_ends_below_its_untrained_team() -> None:
+    """Issue 44's seed 0: ours 0.630 -> 0.806 in 2.7 min, CoMLRL 0.630 -> 0.577 in 7.5 min. The old level (CoMLRL's
+    final return) gave no ratio; L = 0.630 + (0.806 - 0.630) / 2 = 0.718, which ours passes and CoMLRL never does: the
+    ratio is ours' time over CoMLRL's whole run, an upper bound."""
+    ours = _points(0.630, 0.700, 0.760, 0.806, every=54.0)
+    peer = _points(0.630, 0.600, 0.590, 0.577, every=150.0)
+    level = time_to_reward.race_level(ours, peer)
+    assert level == pytest.approx(0.718)
+    race = time_to_reward.race_ratio(ours, peer, level)
+    assert race["ours_wall_to_level_s"] == 108.0 and race["comlrl_wall_to_level_s"] is None
+    assert race["ratio"] == pytest.approx(108.0 / 450.0) and race["ratio_bound"] == "upper"
+    assert "CoMLRL never reached the level in its 7.5 min" in race["note"]
+    figures = time_to_reward.compare({"ours": _result(ours, 54.0), "comlrl": _result(peer, 150.0)})
+    assert figures["meets_target"] and figures["level"] == pytest.approx(0.718)
+    assert time_to_reward.format_ratio(figures["ratio"], figures["ratio_bound"]) == "<0.24"
+
+
+def test_the_race_ratio_when_ours_never_reaches_the_level_is_a_lower_bound_and_misses_the_target() -> None:
+    # CoMLRL gains 0.4 (L = 0.3) and passes it at 120 s; ours ends at 0.25 after 60 s: ratio > 60 / 120.
+    ours = _points(0.10, 0.20, 0.25, every=30.0)
+    peer = _points(0.10, 0.20, 0.40, 0.50, every=60.0)
+    level = time_to_reward.race_level(ours, peer)
+    race = time_to_reward.race_ratio(ours, peer, level)
+    assert level == pytest.approx(0.30) and race["ours_wall_to_level_s"] is None
+    assert race["ratio"] == pytest.approx(0.5) and race["ratio_bound"] == "lower"
+    assert not time_to_reward.meets_target(race["ratio"], race["ratio_bound"])  # 0.5 but only a lower bound
+    assert time_to_reward.format_ratio(race["ratio"], race["ratio_bound"]) == ">0.50"
+
+
+def test_the_level_is_never_reached_by_the_untrained_evaluation() -> None:
+    # A tiny gain puts L just above the untrained return: the step-0 point must not count as reaching it.
+    ours, peer = _points(0.5, 0.5, 0.5 + 1e-9), _points(0.5, 0.5, 0.5)
+    level = time_to_reward.race_level(ours, peer)
+    race = time_to_reward.race_ratio(ours, peer, level)
+    assert race["ours_wall_to_level_s"] == 120.0 and race["ratio_bound"] == "upper"
+
+
+def test_no_race_when_neither_trainer_beats_the_untrained_team() -> None:
+    ours, peer = _points(0.2, 0.1, 0.2), _points(0.2, 0.3, 0.15)
+    level = time_to_reward.race_level(ours, peer)
+    race = time_to_reward.race_ratio(ours, peer, level)
+    assert level == pytest.approx(0.2) and race["ratio"] is None and "nothing to race to" in race["note"]
+    assert time_to_reward.format_ratio(None, None) == "n/a"
 
 
 def test_the_race_refuses_bad_settings_before_loading_anything() -> None:
@@ -111,11 +154,18 @@ def test_the_race_summary_over_seeds() -> None:
             "ours": _result(_points(0.10, 0.35, 0.40), step_s=20.0)}
     slow = {"comlrl": _result(_points(0.10, 0.30, 0.30), step_s=60.0),
             "ours": _result(_points(0.10, 0.20, 0.30), step_s=30.0)}
-    comparisons = [time_to_reward.compare(fast), time_to_reward.compare(slow)]
+    flat_peer = {"comlrl": _result(_points(0.630, 0.600, 0.577), step_s=60.0),
+                 "ours": _result(_points(0.630, 0.700, 0.806, every=20.0), step_s=20.0)}
+    comparisons = [time_to_reward.compare(run) for run in (fast, slow, flat_peer)]
     summary = time_to_reward.summarize(comparisons)
-    assert summary["ratios"] == [c["ratio"] for c in comparisons]
+    assert summary["ratios"] == [c["ratio"] for c in comparisons] and None not in summary["ratios"]
+    assert summary["ratio_bounds"] == [None, None, "upper"]
+    assert summary["ratio_bounds_count"] == {"upper": 1, "lower": 0}
+    assert summary["levels"] == pytest.approx([0.25, 0.20, 0.718])
     assert summary["ratio_min"] == min(summary["ratios"]) and summary["ratio_max"] == max(summary["ratios"])
-    assert summary["ratio_mean"] == pytest.approx(sum(summary["ratios"]) / 2)
-    assert summary["seeds_meeting_target"] == sum(r <= 0.5 for r in summary["ratios"])
-    assert summary["step_time_ratio"] == pytest.approx([20 / 60, 30 / 60])
+    assert summary["ratio_mean"] == pytest.approx(sum(summary["ratios"]) / 3)
+    assert summary["seeds_meeting_target"] == sum(c["meets_target"] for c in comparisons)
+    assert summary["step_time_ratio"] == pytest.approx([20 / 60, 30 / 60, 20 / 60])
+    assert summary["ours_at_equal_wall"] == [c["ours_at_equal_wall"] for c in comparisons]
+    assert summary["comlrl_at_equal_wall"] == [c["comlrl_at_equal_wall"] for c in comparisons]
     assert summary["equal_wall_gap"] == [c["ours_at_equal_wall"] - c["comlrl_at_equal_wall"] for c in comparisons]

@@ -1,7 +1,7 @@
-"""The MAGRPO trainer end to end on a tiny random-weight model: samples and advantages from the tree (joint and
-per-agent), an update moves log-probabilities the right way, a run learns, checkpoints resume exactly, TensorBoard and
-W&B receive the metrics, non-finite losses are skipped and stop the run, the output is a team directory the baselines
-load, bad configs fail before anything loads."""
+"""The MAGRPO trainer end to end on a tiny random-weight model (the advantages' formulas: ``test_advantages.py``): an
+update moves log-probabilities the right way, per-agent advantages run on per-agent rewards, a run learns, checkpoints
+resume exactly, TensorBoard and W&B receive the metrics, non-finite losses are skipped and stop the run, the output is
+a team directory the baselines load, bad configs fail before anything loads."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from baseline_helpers import tiny_model
 from letter_env import LetterEnv
 
 from llm_marl_benchmarks import cli
-from llm_marl_envs.rollout import AgentStep, TreeNode
+from llm_marl_envs.rollout import TreeNode
+from llm_marl_trainers.advantages import batch_samples
 from llm_marl_trainers.config import TrainerConfig
 from llm_marl_trainers.generation import LoraSettings, TeamModel
-from llm_marl_trainers.magrpo import MAGRPOTrainer, NonFiniteLossError, agent_node_returns, batch_samples, tree_samples
+from llm_marl_trainers.magrpo import MAGRPOTrainer, NonFiniteLossError
 
 AGENTS = ["writer_0", "writer_1"]
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -64,29 +65,13 @@ def _trainer(config: TrainerConfig, model_dir: Path | None = None) -> MAGRPOTrai
     return MAGRPOTrainer(config, team=team, env_factory=LetterEnv)
 
 
-def _step(agent: str, text: str) -> AgentStep:
-    return AgentStep(agent, 1, (), text, 0.0, {}, True, False, generation=text)
-
-
-def test_tree_samples_pair_each_agents_samples_with_their_returns() -> None:
-    config = TrainerConfig(env="writing", num_generations=2, joint_mode="cross", scale_rewards="none")
-    root = TreeNode(0, 0)
-    for i, j, reward in ((0, 0, 1.0), (0, 1, 3.0), (1, 0, 5.0), (1, 1, 7.0)):
-        root.children.append(TreeNode(0, 1, (_step("a", f"a{i}"), _step("b", f"b{j}")), reward, True, (i, j)))
-    samples, groups = tree_samples(root, ["a", "b"], config)
-    by_text = {s.generation: s.advantage for s in samples}
-    # a's sample 0 is in joint actions with returns 1 and 3 (mean 2), sample 1 in 5 and 7 (mean 6): A = -2, +2.
-    assert by_text == {"a0": -2.0, "a1": 2.0, "b0": -1.0, "b1": 1.0}
-    assert [g.tolist() for g in groups] == [[2.0, 6.0], [3.0, 5.0]]
-
-
 def test_an_update_raises_positive_advantage_completions_against_negative_ones(tmp_path: Path) -> None:
     trainer = _trainer(_config(tmp_path, steps=1, envs_per_step=1, num_generations=8))
     from llm_marl_envs.rollout import rollout_tree
 
     with torch.no_grad():
         roots = rollout_tree(trainer.envs, trainer.team.as_rollout_policy(trainer.generation), group_size=8, seeds=[0])
-    samples, _ = tree_samples(roots[0], trainer.agents, trainer.config)
+    samples, _ = batch_samples(roots, trainer.agents, trainer.config)
     advantages = torch.tensor([s.advantage for s in samples])
     assert (advantages > 0).any() and (advantages < 0).any()
 
@@ -194,41 +179,6 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
     assert cpu_native_dtype() in ("bfloat16", "float32")
     full = build_config(cli.build_parser().parse_args(["train", "--config", str(yaml_file), "--profile", "full"]))
     assert (full.dtype, full.max_completion_length, full.env_kwargs) == ("auto", 128, {"max_turns": 3})
-
-
-def _per_agent_step(agent: str, reward: float) -> AgentStep:
-    return AgentStep(agent, 1, (), f"{agent}:{reward}", reward, {}, True, False, generation=f"{agent}:{reward}")
-
-
-def test_per_agent_advantage_is_own_return_minus_the_teams_mean() -> None:
-    # Two aligned joint actions; the env pays each agent its own reward (the node's joint reward is their mean).
-    root = TreeNode(0, 0)
-    for k, (ra, rb) in enumerate(((1.0, 3.0), (4.0, 0.0))):
-        steps = (_per_agent_step("a", ra), _per_agent_step("b", rb))
-        root.children.append(TreeNode(0, 1, steps, (ra + rb) / 2, True, (k, k)))
-    config = TrainerConfig(env="writing", num_generations=2, advantage="per_agent", scale_rewards="none")
-    samples, groups = batch_samples([root], ["a", "b"], config)
-    # A_i = R_i - mean_j R_j per joint action (arXiv 2512.24609): (1, 3) -> (-1, +1); (4, 0) -> (+2, -2).
-    assert {s.generation: s.advantage for s in samples} == {"a:1.0": -1.0, "a:4.0": 2.0, "b:3.0": 1.0, "b:0.0": -2.0}
-    assert [g.tolist() for g in groups] == [[1.0, 4.0], [3.0, 0.0]]  # each agent's own returns, for the metrics
-    # "group" scaling divides by the std of the node's advantages (Bessel: sqrt(10/3)), as TRL adds 1e-4.
-    scaled, _ = batch_samples([root], ["a", "b"], config.replace(scale_rewards="group"))
-    assert [s.advantage for s in scaled] == pytest.approx([a / (math.sqrt(10 / 3) + 1e-4) for a in (-1, 2, 1, -2)])
-    # The joint advantage of the same tree compares team returns (2 and 2): no signal at all.
-    joint, _ = batch_samples([root], ["a", "b"], config.replace(advantage="joint"))
-    assert [s.advantage for s in joint] == [0.0, 0.0, 0.0, 0.0]
-
-
-def test_agent_node_returns_discount_each_agents_own_rewards() -> None:
-    # root -> n (a: 1, b: 0) -> {(a: 2, b: 4), (b: 2 only: a has finished)}
-    first = TreeNode(0, 2, (_per_agent_step("a", 2.0), _per_agent_step("b", 4.0)), 3.0, True, (0, 0))
-    second = TreeNode(0, 2, (_per_agent_step("b", 2.0),), 2.0, True, (1,))
-    node = TreeNode(0, 1, (_per_agent_step("a", 1.0), _per_agent_step("b", 0.0)), 0.5, False, (0, 0),
-                    [first, second])
-    root = TreeNode(0, 0, children=[node])
-    returns = agent_node_returns(root, gamma=0.5)
-    assert returns[id(node)] == {"a": 1.0 + 0.5 * (2.0 + 0.0) / 2, "b": 0.0 + 0.5 * (4.0 + 2.0) / 2}
-    assert returns[id(second)] == {"b": 2.0} and returns[id(root)] == {"a": 0.75, "b": 0.75}
 
 
 def test_per_agent_runs_on_per_agent_rewards_and_refuses_a_joint_reward(tmp_path: Path) -> None:
