@@ -96,7 +96,9 @@ class ObservationConfig:
     observability: str = "local"
     """``"local"`` (the Dec-POMDP: own draft, own feedback, messages to it) or ``"team"`` (plus teammates' drafts)."""
     max_observation_chars: int = DEFAULT_OBSERVATION_CHARS
-    """Longest observation; the task text is cut first."""
+    """Longest observation. What does not fit gives way in this order, each cut marked: messages (oldest first),
+    teammates' drafts, feedback; the task and the agent's own draft only when they alone overflow
+    (:func:`~llm_marl_envs.core.observation.render_observation`)."""
     reply_prefixes: bool = True
     """Start the replies of roles whose answer has a fixed opening (the coding env's code fence and ``def``) for the
     model: ``chat_messages`` ends with that assistant prefix (see ``CollaborativeTextEnv.reply_prefix``). ``False``:
