@@ -330,3 +330,48 @@ def test_help_on_parallel_env_shows_the_env_card(module) -> None:
     assert "## Observation Space" in shown and "## Rewards" in card
     assert card.strip().splitlines()[-1].strip() in shown
     assert module.raw_env.metadata["name"] in shown
+
+
+@pytest.mark.parametrize("module", [writing_v0, coding_v0], ids=["writing", "coding"])
+def test_parallel_env_takes_a_config_positionally_and_shows_every_keyword(module) -> None:
+    import inspect
+
+    from llm_marl_envs.core.config import TeamConfig
+    from llm_marl_envs.registry import make_env
+
+    config_type = module.raw_env.__init__.__annotations__["config"]  # "WritingConfig | None", as a string
+    config = getattr(sys.modules[module.raw_env.__module__], config_type.split(" |")[0])(team=TeamConfig(3))
+    local = {"executor": "local"} if module is coding_v0 else {}
+    assert len(module.parallel_env(config, similarity="tfidf", **local).possible_agents) == 3
+    name = module.__name__.rsplit(".", 1)[1]
+    assert len(make_env(name, config, similarity="tfidf", **local).possible_agents) == 3
+    assert len(make_env(name, config=config, num_agents=4, similarity="tfidf", **local).possible_agents) == 4
+    for constructor in (module.parallel_env, module.env):
+        parameters = inspect.signature(constructor).parameters
+        assert list(parameters)[:2] == ["config", "team"] and parameters["config"].default is None
+        assert parameters["num_agents"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameters["num_agents"].default == 2 and parameters["num_agents"].annotation is int
+        assert {"similarity", "max_turns", "end_quorum", "dataset", "render_mode"} <= set(parameters)
+    with pytest.raises(TypeError, match="config: expected"):
+        module.parallel_env({"num_agents": 2})
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_a_setting_given_twice_must_agree_and_numpy_integers_are_ints(name: str) -> None:
+    from llm_marl_envs.core.config import TeamConfig
+
+    with pytest.raises(ValueError, match=r"num_agents=2 conflicts with team\.num_agents=1"):
+        ENV_FACTORIES[name](team={"num_agents": 1}, num_agents=2)
+    with pytest.raises(ValueError, match=r"num_agents=3 conflicts with team\.num_agents=2"):
+        ENV_FACTORIES[name](team=TeamConfig(), num_agents=3)
+    with pytest.raises(TypeError, match=r"team: expected TeamConfig, got int \(a dict of its fields works too\)"):
+        ENV_FACTORIES[name](team=3)
+    assert len(ENV_FACTORIES[name](team={"num_agents": 3}, num_agents=3).possible_agents) == 3  # agreeing is fine
+    env = ENV_FACTORIES[name](num_agents=np.int64(3), max_turns=np.int32(2), max_action_chars=np.uint16(500))
+    assert len(env.possible_agents) == 3 and env.max_turns == 2 and env.max_action_chars == 500
+    limits = env.config.to_dict()["limits"]
+    assert type(env.config.team.num_agents) is int and type(limits["max_turns"]) is int
+    json.dumps(env.config.to_dict())  # plain Python numbers
+    assert len(ENV_FACTORIES[name](team=TeamConfig(num_agents=np.int64(4))).possible_agents) == 4
+    with pytest.raises(TypeError, match="num_agents: expected int, got bool"):
+        ENV_FACTORIES[name](num_agents=True)
