@@ -1,5 +1,6 @@
 """What an observation holds (the task once, the agent's own draft once, feedback, messages, the cue last), the
-offer to end from the second turn on, the replies the coding env starts for the model, and the writing passage."""
+offer to end, what gives way when it overflows, the replies the coding env starts for the model, and the writing
+passage."""
 
 from __future__ import annotations
 

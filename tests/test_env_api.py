@@ -375,3 +375,19 @@ def test_a_setting_given_twice_must_agree_and_numpy_integers_are_ints(name: str)
     assert len(ENV_FACTORIES[name](team=TeamConfig(num_agents=np.int64(4))).possible_agents) == 4
     with pytest.raises(TypeError, match="num_agents: expected int, got bool"):
         ENV_FACTORIES[name](num_agents=True)
+
+
+@pytest.mark.parametrize(("module", "agent", "reset", "keywords"), [
+    (writing_v0, "concise", {"seed": 0, "options": {"task_id": "news/000"}}, {}),
+    (coding_v0, "main", {"options": {"task_id": "LME/0"}}, {"dataset": "decomposable", "executor": "local"}),
+], ids=["writing", "coding"])
+def test_the_cards_sample_chat_is_the_envs_own(module, agent: str, reset: dict, keywords: dict) -> None:
+    from llm_marl_envs.core.observation import render_chat
+
+    card = sys.modules[module.raw_env.__module__].__doc__
+    section = card.split("## Sample observation and chat\n", 1)[1].split("\n## ", 1)[0]
+    shown = section.split("\n````\n")[1]  # the fenced sample, exactly as the card shows it
+    env = module.parallel_env(similarity="tfidf", **keywords)  # the similarity backend never shows in a prompt
+    observations, _ = env.reset(**reset)
+    assert shown == render_chat(env.chat_messages(agent))
+    assert f"--- user ---\n{observations[agent]}\n" in f"{shown}\n"  # the user message is the observation itself

@@ -181,6 +181,13 @@ def _shortened(text: str, by: int) -> str:
     return text[:keep] + TRUNCATION_MARKER
 
 
+def render_chat(messages: Sequence[Mapping[str, str]]) -> str:
+    """Chat messages (``env.chat_messages(agent)``) as plain text: each message's content verbatim, under a line
+    ``--- ROLE ---``. The env cards show their sample chats this way, generated from the env and tested
+    (``tests/test_env_api.py``)."""
+    return "\n".join(f"--- {message['role']} ---\n{message['content']}" for message in messages)
+
+
 def _joined(names: Sequence[str]) -> str:
     names = list(names)
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
