@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from pettingzoo import AECEnv
-from pettingzoo.utils import parallel_to_aec
 
+from llm_marl_envs.core.aec import to_aec
 from llm_marl_envs.envs.writing import env as _card
 from llm_marl_envs.envs.writing.config import WritingConfig
 from llm_marl_envs.envs.writing.env import WritingEnv
@@ -22,10 +22,11 @@ def parallel_env(config: WritingConfig | None = None, **keywords: Any) -> Writin
 
 
 def env(config: WritingConfig | None = None, **keywords: Any) -> AECEnv:
-    """The writing env through the AEC API (``parallel_to_aec``, which adds order enforcing); the arguments are
-    ``parallel_env``'s. PettingZoo's ``api_test`` does not apply: its observation checks assume arrays (a text
-    observation has no ``dtype``); ``tests/test_env_api.py`` runs the checks that apply to text instead."""
-    return parallel_to_aec(parallel_env(config, **keywords))
+    """The writing env through the AEC API: ``parallel_to_aec`` (order enforcing included) with bad actions refused
+    before anything changes (:mod:`llm_marl_envs.core.aec`); the arguments are ``parallel_env``'s. PettingZoo's
+    ``api_test`` does not apply (its observation checks assume arrays: a text observation has no ``dtype``);
+    ``tests/test_env_api.py`` runs the checks of it that apply to text."""
+    return to_aec(parallel_env(config, **keywords))
 
 
 # help(parallel_env) shows the env card (its keyword arguments, spaces, rewards and endings) and, as IDEs and
