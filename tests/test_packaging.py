@@ -181,3 +181,17 @@ def test_the_cli_on_an_envs_only_install_plays_the_demo_and_names_the_extras_it_
     build = _llm_marl(envs_only, "sandbox", "build-image", DOCKER_HOST=DEAD_DOCKER)
     assert build.returncode == 1 and "Traceback" not in build.stderr, build.stderr
     assert build.stderr.startswith("docker: unavailable: no Docker engine answers") and build.stderr.count("\n") == 1
+
+
+def test_the_readme_says_what_the_envs_only_install_brings() -> None:
+    """Every core requirement, every dependency of theirs over 10 MB and the package count, in the README's words."""
+    section = (REPO / "README.md").read_text().split("## Install\n", 1)[1].split("\n## ", 1)[0]
+    said = " ".join(section.lower().split())
+    core = core_distributions()
+    direct = {re.sub(r"[-_.]+", "-", Requirement(line).name).lower()
+              for line in importlib.metadata.requires(DISTRIBUTION) or [] if "extra ==" not in line}
+    heavy = {name for name, distribution in core.items()
+             if sum(file.size or 0 for file in distribution.files or []) > 10_000_000}
+    assert heavy >= {"scipy", "numpy"}  # the check below has something to check beyond the direct requirements
+    assert [name for name in sorted(direct | heavy) if name not in said] == []
+    assert f"pip install . # the envs alone, no torch: {len(core)} packages" in said
