@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import importlib.util
 import re
 import sys
 from collections.abc import Sequence
@@ -54,9 +55,19 @@ COMMAND_EXTRAS: dict[str, tuple[str, ...]] = {
     "teams": ("train",),  # the shipped teams are LoRA adapters, read with the trainer's stack (peft, torch)
     "bench study": ("study", "train"),  # the main preset plays the shipped teams and tests with statsmodels
     "bench report": ("study", "train"),
+    "bench adapter_generation": ("train",),
+    "bench trainer_step": ("train", "peers"),  # our trainer beside CoMLRL's and TRL's
+    "bench time_to_reward": ("train", "comlrl"),  # our trainer and CoMLRL's, raced
 }
 """The extras a command needs as a whole, so one install line fixes it (not only the first module it misses).
 A command not listed names the smallest extra that brings the module it missed."""
+
+CHILD_PROCESS_MODULES: dict[str, tuple[str, ...]] = {
+    "bench trainer_step": ("torch", "peft"),
+    "bench time_to_reward": ("torch", "peft"),
+}
+"""Modules that commands running their work in child processes always need, checked before any child starts: a
+child's missing module would otherwise come back as that child's traceback."""
 
 _IMPORT_NAMES: dict[str, str] = {"pyyaml": "yaml", "scikit-learn": "sklearn"}
 """Distributions whose import name is not their name with dashes as underscores."""
@@ -69,10 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     stderr, naming the extra and the install command, and exits with :data:`MISSING_EXTRA_STATUS`: no traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    command = _command_name(args)
     try:
+        asks_help = {"-h", "--help"} & set(getattr(args, "args", ()))  # a benchmark's own --help needs nothing
+        for module in () if asks_help else CHILD_PROCESS_MODULES.get(command, ()):
+            if importlib.util.find_spec(module) is None:
+                raise ModuleNotFoundError(f"No module named {module!r}", name=module)
         return int(args.func(args) or 0)
     except ImportError as error:
-        command = _command_name(args)
         line = missing_extra_line(error, command)
         if line is None:  # not an extra's module: a real bug, so the traceback stays
             raise

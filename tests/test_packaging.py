@@ -171,6 +171,9 @@ def test_the_cli_on_an_envs_only_install_plays_the_demo_and_names_the_extras_it_
                                    "pip install 'llm-marl-envs[train]'",
         ("bench", "study", "--envs", "writing"): "llm-marl bench study: needs the [study,train] extras (torch is "
                                                  "missing): pip install 'llm-marl-envs[study,train]'",
+        # Its work runs in child processes: checked before any starts (not a child's traceback).
+        ("bench", "time_to_reward", "--steps", "1"): "llm-marl bench time_to_reward: needs the [train,comlrl] extras "
+                                                     "(torch is missing): pip install 'llm-marl-envs[train,comlrl]'",
         ("demo", "--env", "writing", "--episodes", "1"): "llm-marl demo: the 'local' policy needs the [model] extra: "
                                                          "pip install 'llm-marl-envs[model]' (No module named 'torch')",
     }
