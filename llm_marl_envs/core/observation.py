@@ -45,6 +45,8 @@ MAX_INBOX_MESSAGES = 8
 """Only the latest messages are shown, so long dialogues keep observations bounded."""
 
 TRUNCATION_MARKER = " [... text cut ...]"
+MIN_KEPT_CHARS = 24
+"""A message or feedback that a cut would leave shorter than this says nothing useful: it is left out whole."""
 
 OWN_DRAFT_LABEL = "Your draft:"
 FEEDBACK_LABEL = "Feedback:"
@@ -126,7 +128,8 @@ def render_observation(parts: ObservationParts, max_chars: int) -> str:
     )
     while (excess := len(view.text()) - max_chars) > 0:
         if view.messages:
-            if len(view.messages) > 1 or len(view.messages[0]) <= excess + len(TRUNCATION_MARKER):
+            kept = len(view.messages[0]) - excess - len(TRUNCATION_MARKER)
+            if len(view.messages) > 1 or kept < MIN_KEPT_CHARS:
                 view.messages.pop(0)
                 view.left_out += 1
             else:
@@ -135,7 +138,8 @@ def render_observation(parts: ObservationParts, max_chars: int) -> str:
             longest = max(view.teammate_drafts, key=lambda name: len(view.teammate_drafts[name]))
             view.teammate_drafts[longest] = _shortened(view.teammate_drafts[longest], excess)
         elif view.feedback:
-            view.feedback = _shortened(view.feedback, excess) if len(view.feedback) > excess + 40 else ""
+            kept = len(view.feedback) - excess - len(TRUNCATION_MARKER)
+            view.feedback = _shortened(view.feedback, excess) if kept >= MIN_KEPT_CHARS else ""
         elif len(view.own_draft) > len(TRUNCATION_MARKER):
             view.own_draft = _shortened(view.own_draft, excess)
         elif len(view.task) > len(TRUNCATION_MARKER):
@@ -166,7 +170,8 @@ class _View:
         if self.feedback:
             context.append(f"{FEEDBACK_LABEL}\n{self.feedback}")
         if self.messages or self.left_out:
-            marker = [f"[{self.left_out} earlier messages left out for length]"] if self.left_out else []
+            plural = "s" if self.left_out > 1 else ""
+            marker = [f"[{self.left_out} earlier message{plural} left out for length]"] if self.left_out else []
             context.append(f"{INBOX_LABEL}\n" + "\n".join([*marker, *self.messages]))
         if self.teammate_drafts is not None:
             drafts = [f"{name} wrote:\n{text}" if text else f"{name} has written nothing yet."

@@ -23,7 +23,8 @@ coordination happens through `<message>` text and the shared reward.
 ## Arguments
 `writing_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.writing.config.WritingConfig`,
 and/or its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limits=`, `task=`; see
-:mod:`llm_marl_envs.core.config`), and/or their fields as flat keywords, validated with errors that name the field:
+:mod:`llm_marl_envs.core.config`), and/or their fields as flat keywords, validated with errors that name the field
+(a flat keyword and its group given in the same call must agree; NumPy numbers count as numbers):
 
 * team: `num_agents` — 1 (the single-agent/GRPO case) to 4; roles by style as in the table.
 * task: `style` — `"tldr"` or `"arxiv"`; `dataset` — `"news"` (300 offline news articles from gensim's wheel),
