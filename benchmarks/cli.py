@@ -58,6 +58,8 @@ COMMAND_EXTRAS: dict[str, tuple[str, ...]] = {
     "bench adapter_generation": ("train",),
     "bench trainer_step": ("train", "peers"),  # our trainer beside CoMLRL's and TRL's
     "bench time_to_reward": ("train", "comlrl"),  # our trainer and CoMLRL's, raced
+    "interop comlrl": ("comlrl",),
+    "interop torchrl": ("torchrl",),
 }
 """The extras a command needs as a whole, so one install line fixes it (not only the first module it misses).
 A command not listed names the smallest extra that brings the module it missed."""
@@ -96,8 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command_name(args: argparse.Namespace) -> str:
-    """``train``, ``teams``, ``bench study``...: how :data:`COMMAND_EXTRAS` keys the command that ran."""
-    return f"{args.command} {args.name}" if args.command == "bench" else args.command
+    """``train``, ``teams``, ``bench study``, ``interop comlrl``...: how :data:`COMMAND_EXTRAS` keys the command
+    that ran."""
+    detail = {"bench": "name", "interop": "peer"}.get(args.command)
+    return f"{args.command} {getattr(args, detail)}" if detail else args.command
 
 
 def missing_extra_line(error: ImportError, command: str) -> str | None:

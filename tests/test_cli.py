@@ -178,6 +178,8 @@ def test_a_missing_module_names_the_extra_that_brings_it_and_nothing_else_hides_
     torch = ModuleNotFoundError("No module named 'torch'", name="torch")
     assert "[study,train] extras" in cli.missing_extra_line(torch, "bench study")
     assert "[model] extra" in cli.missing_extra_line(torch, "bench policy_throughput")
+    peer = cli.build_parser().parse_args(["interop", "torchrl", "--env", "writing"])
+    assert "[torchrl] extra" in cli.missing_extra_line(torch, cli._command_name(peer))
     matplotlib = ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib.pyplot")
     assert "[study] extra" in cli.missing_extra_line(matplotlib, "teams")  # teams' own extra lacks it
     # No extra brings it: a bug, so main() lets the traceback through.
