@@ -64,10 +64,11 @@ def test_the_package_list_covers_every_folder_with_code() -> None:
 
 
 @pytest.fixture(scope="session")
-def envs_only(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+def envs_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding the wheel and the core dependencies only; returns its folder (built once per run)."""
-    # The root of the run's temporary folders, shared by the xdist workers ("master": no xdist).
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    # The root of the run's temporary folders, shared by the xdist workers (each has a folder of its own below it).
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    shared = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
     folder = shared / "envs-only"
     with FileLock(str(shared / "envs-only.lock")):
         if not (folder / "ready").is_file():
