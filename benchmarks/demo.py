@@ -179,27 +179,49 @@ def _budget(env: str, num_agents: int, env_kwargs: dict[str, Any]) -> int:
 
 
 def print_summary(results: list[EpisodeResult], title: str) -> None:
-    """A rich table (one row per episode) and a short preview of each episode's final drafts."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in ("env", "seed", "task", "agents", "return", "turns", "quality", "consist.", "end", "s"):
-        table.add_column(column, justify="left" if column in ("env", "task", "agents", "end") else "right")
+    """A table (one row per episode) and a short preview of each episode's final drafts: drawn with rich when the
+    ``[cli]`` extra is installed, else as plain aligned text (an envs-only install plays the demo too)."""
+    columns = ("env", "seed", "task", "agents", "return", "turns", "quality", "consist.", "end", "s")
+    left = {"env", "task", "agents", "end"}
+    rows = [
+        (r.env, str(r.seed), r.task_id, ",".join(r.agents), f"{r.episode_return:+.3f}", str(r.turns),
+         f"{r.quality:.3f}", "-" if r.consistency is None else f"{r.consistency:.3f}", str(r.end_reason),
+         f"{r.wall_s:.1f}")
+        for r in results
+    ]
+    previews = []
     for r in results:
-        table.add_row(r.env, str(r.seed), r.task_id, ",".join(r.agents), f"{r.episode_return:+.3f}", str(r.turns),
-                      f"{r.quality:.3f}", "-" if r.consistency is None else f"{r.consistency:.3f}",
-                      str(r.end_reason), f"{r.wall_s:.1f}")
+        lines = []
+        for agent, draft in r.drafts.items():
+            preview = " ".join(draft.split())
+            preview = preview if len(preview) <= DRAFT_PREVIEW_CHARS else preview[:DRAFT_PREVIEW_CHARS] + "…"
+            lines.append(f"  {agent}: {preview or '(empty)'}")
+        previews.append((f"{r.env} seed {r.seed}", f" ({r.task_id})", lines))
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ModuleNotFoundError:
+        widths = [max(len(text) for text in column) for column in zip(columns, *rows, strict=True)]
+        print(title)
+        for row in (columns, *rows):
+            print("  ".join(text.ljust(width) if name in left else text.rjust(width)
+                            for name, text, width in zip(columns, row, widths, strict=True)).rstrip())
+        for heading, task, lines in previews:
+            print(heading + task, *lines, sep="\n")
+        return
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in left else "right")
+    for row in rows:
+        table.add_row(*row)
     console = Console()
     if not console.is_terminal:
         console = Console(width=140)  # pipes and CI logs default to 80 columns, which would cut every cell
     console.print(table)
-    for r in results:
-        console.print(f"[bold]{r.env} seed {r.seed}[/bold] ({r.task_id})")
-        for agent, draft in r.drafts.items():
-            preview = " ".join(draft.split())
-            preview = preview if len(preview) <= DRAFT_PREVIEW_CHARS else preview[:DRAFT_PREVIEW_CHARS] + "…"
-            console.print(f"  {agent}: {preview or '(empty)'}", markup=False, highlight=False)
+    for heading, task, lines in previews:
+        console.print(f"[bold]{heading}[/bold]{task}")
+        for line in lines:
+            console.print(line, markup=False, highlight=False)
 
 
 def _positive_int(text: str) -> int:

@@ -67,6 +67,7 @@ def env_spec(name: str) -> EnvSpec:
     return ENVS[name]
 
 
-def make_env(name: str, **kwargs: Any) -> Any:
-    """Build env ``name`` as a PettingZoo ParallelEnv (keyword arguments: see its card)."""
-    return env_spec(name).parallel_env()(**kwargs)
+def make_env(name: str, config: Any = None, **keywords: Any) -> Any:
+    """Build env ``name`` as a PettingZoo ParallelEnv from its config dataclass (``WritingConfig``...) and/or
+    keywords: the arguments of its ``parallel_env`` (see its card)."""
+    return env_spec(name).parallel_env()(config, **keywords)

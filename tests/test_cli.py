@@ -167,3 +167,21 @@ def test_train_progress_shows_reward_zero_std_groups_step_time_and_eta() -> None
     assert resumed.eta_s() == pytest.approx(60.0 * 5)  # 60 s for its 1 step, 5 steps left
 
 
+
+
+def test_a_missing_module_names_the_extra_that_brings_it_and_nothing_else_hides_a_traceback() -> None:
+    # The extras come from the installed metadata (pyproject.toml): train brings model's torch.
+    assert {"torch", "peft"} <= cli.extra_modules()["train"] and "rich" in cli.extra_modules()["cli"]
+    line = cli.missing_extra_line(ModuleNotFoundError("No module named 'rich'", name="rich"), "demo")
+    assert line == "needs the [cli] extra (rich is missing): pip install 'llm-marl-envs[cli]'"
+    # A command's own extras where they bring the module; the smallest extra that does otherwise.
+    torch = ModuleNotFoundError("No module named 'torch'", name="torch")
+    assert "[study,train] extras" in cli.missing_extra_line(torch, "bench study")
+    assert "[model] extra" in cli.missing_extra_line(torch, "bench policy_throughput")
+    peer = cli.build_parser().parse_args(["interop", "torchrl", "--env", "writing"])
+    assert "[torchrl] extra" in cli.missing_extra_line(torch, cli._command_name(peer))
+    matplotlib = ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib.pyplot")
+    assert "[study] extra" in cli.missing_extra_line(matplotlib, "teams")  # teams' own extra lacks it
+    # No extra brings it: a bug, so main() lets the traceback through.
+    assert cli.missing_extra_line(ModuleNotFoundError("no", name="no_such_module"), "demo") is None
+    assert cli.missing_extra_line(ImportError("cannot import name 'x'"), "demo") is None

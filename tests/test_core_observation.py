@@ -1,17 +1,23 @@
 """What an observation holds (the task once, the agent's own draft once, feedback, messages, the cue last), the
-offer to end from the second turn on, the replies the coding env starts for the model, and the writing passage."""
+offer to end, what gives way when it overflows, the replies the coding env starts for the model, and the writing
+passage."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from envs_helpers import ARTICLE_ACTIONS, coding_env, writing_env
+from envs_helpers import ARTICLE_ACTIONS, ENV_FACTORIES, coding_env, scripted_action, writing_env
 
 from llm_marl_envs.core.observation import (
     DONE_OFFER,
     FEEDBACK_LABEL,
+    INBOX_LABEL,
+    MAX_INBOX_MESSAGES,
     OWN_DRAFT_LABEL,
     PROTOCOL_HELP,
     REPLACES_DRAFT,
+    TRUNCATION_MARKER,
 )
 from llm_marl_envs.envs.coding.roles import FENCE, MAIN_CALL_START
 from llm_marl_envs.envs.writing.tasks import SOURCE_WORDS, lead, load_writing_tasks
@@ -207,3 +213,79 @@ def test_the_writing_passage_is_the_lead_in_whole_sentences() -> None:
     assert len(env.task["source"].split()) <= 60 and env.state()["config"]["task"]["source_words"] == 60
     with pytest.raises(ValueError, match="source_words: expected >= 10, got 0"):
         writing_env(source_words=0)
+
+
+@pytest.mark.parametrize("name", sorted(ENV_FACTORIES))
+def test_huge_messages_give_way_oldest_first_and_never_the_task_or_the_own_draft(name: str) -> None:
+    # Four agents each send an 8,000-character message to everyone for two turns (beside the scripted action's short
+    # note): 6 such messages reach each agent, more than its observation holds (32,768 characters).
+    env = ENV_FACTORIES[name](num_agents=4, end_quorum="all", max_action_chars=16_384)
+    env.reset(seed=0)
+    limit = env.observation_space(env.agents[0]).max_length
+    checked = 0
+    for turn in (1, 2):
+        actions = {}
+        for agent in env.agents:
+            body = f"M{turn}{agent}:" + "x" * (8_000 - len(f"M{turn}{agent}:"))
+            actions[agent] = f"{scripted_action(env, agent, turn)}\n<message>{body}</message>"
+        observations, *_ = env.step(actions)
+        for agent, text in observations.items():
+            task_view = env.roles[agent].view(env.task)
+            assert len(text) <= limit
+            assert text.startswith(task_view) and text.count(task_view) == 1  # the task, whole
+            assert env.drafts[agent] in text  # the agent's own draft, whole
+            assert text.endswith(f"{env.roles[agent].instruction_for(env.task)}\n{DONE_OFFER}")  # the cue last
+            inbox = text.split(f"\n{INBOX_LABEL}\n", 1)[1].split("\n\n", 1)[0].splitlines()
+            received = [f"From {m.sender}: {m.text}" for m in env.channel.inbox(agent)[-MAX_INBOX_MESSAGES:]]
+            senders = [a for a in env.possible_agents if a != agent]
+            assert all(f"From {sender}: M{turn}{sender}:{'x' * 7_900}" in text for sender in senders)  # this turn's
+            if turn == 1:
+                assert inbox == received  # all fit
+            else:  # the oldest give way, and a marker says how many
+                (left_out,) = re.fullmatch(r"\[(\d+) earlier messages? left out for length\]", inbox[0]).groups()
+                shown = inbox[1:]
+                assert int(left_out) >= 1 and len(shown) + int(left_out) == len(received)
+                assert shown[1:] == received[-len(shown) + 1:]  # the newest, whole
+                first = received[int(left_out)]
+                assert shown[0] == first or (shown[0].endswith(TRUNCATION_MARKER)
+                                             and first.startswith(shown[0][: -len(TRUNCATION_MARKER)]))
+            checked += 1
+    assert checked == 8
+
+
+def test_the_parts_give_way_in_order_messages_teammates_feedback_then_the_draft_then_the_task() -> None:
+    from llm_marl_envs.core.channel import Message
+    from llm_marl_envs.core.observation import TEAM_DRAFTS_LABEL, ObservationParts, cue, render_observation
+
+    parts = ObservationParts(
+        agent="a", instruction="Write it.", task_view="TASK " * 40, turn=1, max_turns=4, teammates=["b", "c"],
+        own_draft="DRAFT " * 40, feedback="FEEDBACK " * 20,
+        inbox=[Message("b", ("a",), f"note {i} " + "m" * 100, 1) for i in range(3)],
+        teammate_drafts={"b": "B" * 300, "c": "c"},  # c's draft is shorter than the cut marker
+    )
+    full = render_observation(parts, 100_000)
+    assert "earlier messages" not in full and TRUNCATION_MARKER not in full
+    stages = set()
+    for budget in range(len(full), len(cue(parts)) + 200, -3):  # below that, only the cue and markers are left
+        text = render_observation(parts, budget)
+        assert len(text) <= budget and text.endswith("Write it.\n" + DONE_OFFER)
+        messages = text.count("From b: note")
+        teammates_whole = "B" * 300 in text
+        feedback = "FEEDBACK" in text
+        draft_whole, task_whole = parts.own_draft in text, text.startswith(parts.task_view)
+        if messages < 3:
+            assert re.search(rf"\[{3 - messages} earlier messages? left out for length\]", text)
+        if not teammates_whole:
+            assert messages == 0 and f"{TEAM_DRAFTS_LABEL}\nb wrote:\n" in text  # cut, not dropped
+        if not feedback:
+            assert messages == 0 and "B" * 20 not in text
+        if not draft_whole:
+            assert not feedback and messages == 0
+            assert task_whole or "DRAFT" not in text  # the task is cut only once the draft has nothing left
+        if not task_whole:
+            kept = text.split(TRUNCATION_MARKER, 1)[0]  # the task's start, then the marker
+            assert "DRAFT " not in text and parts.task_view.startswith(kept)  # the draft gave way first
+        stages.add((messages, teammates_whole, feedback, draft_whole, task_whole))
+    # Every stage was reached on the way down: the messages, then the teammates, the feedback, the draft, the task.
+    assert {(3, True, True, True, True), (0, False, True, True, True), (0, False, False, True, True),
+            (0, False, False, False, True), (0, False, False, False, False)} <= stages

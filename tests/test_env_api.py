@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import gymnasium
 import numpy as np
 import pettingzoo
 import pytest
@@ -275,16 +276,97 @@ def test_registered_with_pettingzoo_make() -> None:
     assert isinstance(env, coding_v0.raw_env)
 
 
-def test_aec_api_plays_an_episode() -> None:
+def _play_aec(env, actions, seed: int) -> list[tuple]:
+    """One AEC episode from ``reset(seed)``; ``actions(agent, turn)`` acts for a live agent. Checks, at every step,
+    what PettingZoo's ``api_test`` checks of a play-through (``pettingzoo/test/api_test.py``: ``play_test``) that
+    applies to text, and returns what ``last()`` gave each time."""
+    env.reset(seed=seed)
+    raw = env.unwrapped
+    assert not any(env.terminations.values()) and not any(env.truncations.values())
+    assert isinstance(env.num_agents, int) and env.num_agents == len(env.agents) > 0
+    seen, finished, generated = [], set(), set()
+    accumulated: dict[str, float] = dict.fromkeys(env.agents, 0.0)
+    selected: dict[int, list[str]] = {}  # turn -> the live agents selected to act in it, in order
+    live_at: dict[int, list[str]] = {}  # turn -> the parallel env's live agents when it began
+    for agent in env.agent_iter(env.num_agents * (raw.max_turns + 1)):
+        generated.add(agent)
+        assert agent not in finished, "agents cannot come back"
+        observation, reward, terminated, truncated, info = env.last()
+        seen.append((agent, observation, reward, terminated, truncated, json.dumps(info, sort_keys=True, default=str)))
+        assert isinstance(terminated, bool) and terminated == env.terminations[agent]
+        assert isinstance(truncated, bool) and truncated == env.truncations[agent]
+        assert isinstance(info, dict) and info == env.infos[agent]
+        assert reward == pytest.approx(accumulated[agent]) and isinstance(float(reward), float)  # accumulated
+        accumulated[agent] = 0.0
+        assert isinstance(observation, str) and env.observation_space(agent).contains(observation)
+        assert env.observe(agent) == observation and env.last(observe=False)[0] is None
+        if terminated or truncated:
+            finished.add(agent)
+            action = None  # the dead step: PettingZoo's only action for a finished agent
+        else:
+            live_at.setdefault(raw.turn, list(raw.agents))
+            selected.setdefault(raw.turn, []).append(agent)
+            action = actions(agent, raw.turn + 1)
+            assert env.action_space(agent).contains(action)
+        assert env.step(action) is None  # step() returns nothing
+        for name, value in env.rewards.items():
+            accumulated[name] = accumulated.get(name, 0.0) + value
+        assert env.num_agents == len(env.agents) and set(env.agents) <= set(env.possible_agents)
+        assert set(env.rewards) == set(env.terminations) == set(env.truncations) == set(env.infos) == set(env.agents)
+    assert not env.agents and finished == generated == set(env.possible_agents)  # nobody skipped, everyone ended
+    assert selected == live_at  # each turn every live agent acts once, in the order of env.agents
+    return seen
+
+
+@pytest.mark.parametrize("num_agents", [1, 3])
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_the_aec_version_passes_the_checks_of_pettingzoos_api_test_that_apply_to_text(name: str,
+                                                                                      num_agents: int) -> None:
+    module = writing_v0 if name == "writing" else coding_v0
+    keywords = {"similarity": "tfidf", "num_agents": num_agents, "max_turns": 3, "end_quorum": "all",
+                **({"executor": "local"} if name == "coding" else {})}
+    env = module.env(**keywords)
+    with pytest.raises(AssertionError, match="reset"):  # order enforcing
+        env.step("x")
+    env.reset(seed=0, options={"options": 1})  # api_test's probe of the reset signature
+    assert isinstance(env, pettingzoo.AECEnv) and isinstance(env.unwrapped, module.raw_env)
+    for agent in env.possible_agents:
+        for space in (env.observation_space(agent), env.action_space(agent)):
+            assert isinstance(space, gymnasium.spaces.Space)
+        assert env.observation_space(agent) is env.observation_space(agent)
+        assert env.action_space(agent) is env.action_space(agent)
+    # Actions drawn from the action space, as api_test plays (nobody ends: everyone is truncated at max_turns).
+    for agent in env.possible_agents:
+        env.action_space(agent).seed(1)
+    _play_aec(env, lambda agent, turn: env.action_space(agent).sample(), seed=0)
+    # The first agent finishes at turn 1 and takes its dead steps while the others play on.
+    first = env.possible_agents[0]
+
+    def scripted(agent: str, turn: int) -> str:
+        return scripted_action(env.unwrapped, agent, turn) + ("<done/>" if agent == first and turn == 1 else "")
+
+    played = _play_aec(env, scripted, seed=3)
+    assert played == _play_aec(module.env(**keywords), scripted, seed=3)  # the same seed and actions, the same run
+    assert played[0][1] != _play_aec(env, scripted, seed=4)[0][1]  # another seed, another task
+    assert env.render() is None
+    env.close()
+
+
+def test_the_aec_version_refuses_a_bad_action_and_stays_usable() -> None:
     env = writing_v0.env(similarity="tfidf", max_turns=2)
     env.reset(seed=0)
-    steps = 0
-    for _agent in env.agent_iter():
-        obs, _reward, term, trunc, _info = env.last()
-        assert isinstance(obs, str) and obs
-        env.step(None if term or trunc else "A short summary of the article. <done/>")
-        steps += 1
-    assert steps >= 4
+    first, second = env.agents
+    with pytest.raises(TypeError, match=f"action of agent '{first}': expected str, got int"):
+        env.step(5)  # refused at once, not when the turn's last agent acts
+    env.step("A short summary of the article. <done/>")
+    env.step("A longer summary of the article.")
+    assert env.agent_selection == first and env.terminations[first]
+    with pytest.raises(ValueError, match=f"agent '{first}' is finished: its only action is None"):
+        env.step("more")
+    env.step(None)
+    assert env.agent_selection == second and not env.terminations[second]
+    env.step("The longer summary again, revised. <done/>")
+    assert all(env.terminations.values())
 
 
 def test_spaces_are_stable_and_wide() -> None:
@@ -330,3 +412,64 @@ def test_help_on_parallel_env_shows_the_env_card(module) -> None:
     assert "## Observation Space" in shown and "## Rewards" in card
     assert card.strip().splitlines()[-1].strip() in shown
     assert module.raw_env.metadata["name"] in shown
+
+
+@pytest.mark.parametrize("module", [writing_v0, coding_v0], ids=["writing", "coding"])
+def test_parallel_env_takes_a_config_positionally_and_shows_every_keyword(module) -> None:
+    import inspect
+
+    from llm_marl_envs.core.config import TeamConfig
+    from llm_marl_envs.registry import make_env
+
+    config_type = module.raw_env.__init__.__annotations__["config"]  # "WritingConfig | None", as a string
+    config = getattr(sys.modules[module.raw_env.__module__], config_type.split(" |")[0])(team=TeamConfig(3))
+    local = {"executor": "local"} if module is coding_v0 else {}
+    assert len(module.parallel_env(config, similarity="tfidf", **local).possible_agents) == 3
+    name = module.__name__.rsplit(".", 1)[1]
+    assert len(make_env(name, config, similarity="tfidf", **local).possible_agents) == 3
+    assert len(make_env(name, config=config, num_agents=4, similarity="tfidf", **local).possible_agents) == 4
+    for constructor in (module.parallel_env, module.env):
+        parameters = inspect.signature(constructor).parameters
+        assert list(parameters)[:2] == ["config", "team"] and parameters["config"].default is None
+        assert parameters["num_agents"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameters["num_agents"].default == 2 and parameters["num_agents"].annotation is int
+        assert {"similarity", "max_turns", "end_quorum", "dataset", "render_mode"} <= set(parameters)
+    with pytest.raises(TypeError, match="config: expected"):
+        module.parallel_env({"num_agents": 2})
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_a_setting_given_twice_must_agree_and_numpy_integers_are_ints(name: str) -> None:
+    from llm_marl_envs.core.config import TeamConfig
+
+    with pytest.raises(ValueError, match=r"num_agents=2 conflicts with team\.num_agents=1"):
+        ENV_FACTORIES[name](team={"num_agents": 1}, num_agents=2)
+    with pytest.raises(ValueError, match=r"num_agents=3 conflicts with team\.num_agents=2"):
+        ENV_FACTORIES[name](team=TeamConfig(), num_agents=3)
+    with pytest.raises(TypeError, match=r"team: expected TeamConfig, got int \(a dict of its fields works too\)"):
+        ENV_FACTORIES[name](team=3)
+    assert len(ENV_FACTORIES[name](team={"num_agents": 3}, num_agents=3).possible_agents) == 3  # agreeing is fine
+    env = ENV_FACTORIES[name](num_agents=np.int64(3), max_turns=np.int32(2), max_action_chars=np.uint16(500))
+    assert len(env.possible_agents) == 3 and env.max_turns == 2 and env.max_action_chars == 500
+    limits = env.config.to_dict()["limits"]
+    assert type(env.config.team.num_agents) is int and type(limits["max_turns"]) is int
+    json.dumps(env.config.to_dict())  # plain Python numbers
+    assert len(ENV_FACTORIES[name](team=TeamConfig(num_agents=np.int64(4))).possible_agents) == 4
+    with pytest.raises(TypeError, match="num_agents: expected int, got bool"):
+        ENV_FACTORIES[name](num_agents=True)
+
+
+@pytest.mark.parametrize(("module", "agent", "reset", "keywords"), [
+    (writing_v0, "concise", {"seed": 0, "options": {"task_id": "news/000"}}, {}),
+    (coding_v0, "main", {"options": {"task_id": "LME/0"}}, {"dataset": "decomposable", "executor": "local"}),
+], ids=["writing", "coding"])
+def test_the_cards_sample_chat_is_the_envs_own(module, agent: str, reset: dict, keywords: dict) -> None:
+    from llm_marl_envs.core.observation import render_chat
+
+    card = sys.modules[module.raw_env.__module__].__doc__
+    section = card.split("## Sample observation and chat\n", 1)[1].split("\n## ", 1)[0]
+    shown = section.split("\n````\n")[1]  # the fenced sample, exactly as the card shows it
+    env = module.parallel_env(similarity="tfidf", **keywords)  # the similarity backend never shows in a prompt
+    observations, _ = env.reset(**reset)
+    assert shown == render_chat(env.chat_messages(agent))
+    assert f"--- user ---\n{observations[agent]}\n" in f"{shown}\n"  # the user message is the observation itself

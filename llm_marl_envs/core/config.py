@@ -17,10 +17,15 @@ A keyword is looked up among the groups' fields; an unknown keyword, a value of 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+import numbers
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
+
+import numpy as np
 
 from llm_marl_envs.core.magrpo_episode import MagrpoEpisodeConfig
 from llm_marl_envs.core.observation import DONE_OFFER, MAX_DONE_OFFER_CHARS, OBSERVABILITY
@@ -31,8 +36,9 @@ from llm_marl_envs.core.termination import END_QUORUMS
 
 
 def check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> None:
-    """``TypeError`` unless ``value`` is an int (not a bool); ``ValueError`` outside ``[minimum, maximum]``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``TypeError`` unless ``value`` is an integer (a Python or NumPy one, not a bool); ``ValueError`` outside
+    ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name}: expected int, got {type(value).__name__}")
     if value < minimum or (maximum is not None and value > maximum):
         bound = f">= {minimum}" if maximum is None else f"{minimum}..{maximum}"
@@ -46,8 +52,8 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 
 
 def check_positive(name: str, value: Any) -> None:
-    """``TypeError``/``ValueError`` unless ``value`` is a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """``TypeError``/``ValueError`` unless ``value`` is a finite number > 0 (a Python or NumPy one, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
@@ -96,7 +102,9 @@ class ObservationConfig:
     observability: str = "local"
     """``"local"`` (the Dec-POMDP: own draft, own feedback, messages to it) or ``"team"`` (plus teammates' drafts)."""
     max_observation_chars: int = DEFAULT_OBSERVATION_CHARS
-    """Longest observation; the task text is cut first."""
+    """Longest observation. What does not fit gives way in this order, each cut marked: messages (oldest first),
+    teammates' drafts, feedback; the task and the agent's own draft only when they alone overflow
+    (:func:`~llm_marl_envs.core.observation.render_observation`)."""
     reply_prefixes: bool = True
     """Start the replies of roles whose answer has a fixed opening (the coding env's code fence and ``def``) for the
     model: ``chat_messages`` ends with that assistant prefix (see ``CollaborativeTextEnv.reply_prefix``). ``False``:
@@ -162,6 +170,13 @@ class EnvConfig:
             expected = group.default_factory  # type: ignore[misc]
             if not isinstance(value, expected):
                 raise TypeError(f"{group.name}: expected {expected.__name__}, got {type(value).__name__}")
+            # A group built by hand may hold NumPy scalars (TeamConfig(num_agents=np.int64(3))): the env gets the
+            # Python numbers, as from keywords.
+            numpy_fields = {f.name: getattr(value, f.name) for f in fields(value)
+                            if isinstance(getattr(value, f.name), np.generic)}
+            if numpy_fields:
+                plain = {name: _python_scalar(item) for name, item in numpy_fields.items()}
+                object.__setattr__(self, group.name, dataclasses.replace(value, **plain))
         if self.render_mode is not None:
             check_choice("render_mode", self.render_mode, self.RENDER_MODES)
 
@@ -180,9 +195,37 @@ class EnvConfig:
         return names
 
     @classmethod
+    def signature(cls, returns: Any) -> inspect.Signature:
+        """The signature of an env constructor that takes ``(config=None, **keywords)`` and builds its config with
+        :meth:`from_arguments`, as ``help()``, notebooks and IDEs that read ``inspect.signature`` should show it:
+        ``config`` (this class or ``None``), then each group (``team=``: its class or a dict; ``None``: the
+        config's), then every flat field with its default, keyword-only. Made from the fields, so it cannot
+        drift from what the constructor accepts."""
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        parameters = [inspect.Parameter("config", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                        annotation=cls | None)]
+        groups = cls._groups()
+        for group in groups:
+            kind = group.default_factory  # type: ignore[misc]
+            parameters.append(inspect.Parameter(group.name, keyword, default=None,
+                                                annotation=kind | Mapping[str, Any] | None))
+        for group in groups:
+            kind = group.default_factory  # type: ignore[misc]
+            hints = _type_hints(kind)
+            defaults = kind()
+            parameters += [inspect.Parameter(f.name, keyword, default=getattr(defaults, f.name),
+                                             annotation=hints.get(f.name, f.type)) for f in fields(kind)]
+        hints = _type_hints(cls)
+        parameters += [inspect.Parameter(f.name, keyword, default=f.default, annotation=hints.get(f.name, f.type))
+                       for f in fields(cls) if f.default_factory is dataclasses.MISSING]  # type: ignore[misc]
+        return inspect.Signature(parameters, return_annotation=returns)
+
+    @classmethod
     def from_arguments(cls, config: EnvConfig | None = None, **kwargs: Any) -> EnvConfig:
         """A config from an optional base ``config`` plus keywords: group objects (``team=TeamConfig(...)``, or a
-        dict of that group's fields) or flat fields (``num_agents=3``)."""
+        dict of that group's fields) or flat fields (``num_agents=3``). Keywords override ``config``; a flat field
+        and a group given in the same call must agree (``team={"num_agents": 1}, num_agents=2`` is a
+        ``ValueError``). NumPy scalars pass as the Python numbers they hold (``num_agents=np.int64(3)``)."""
         if config is None:
             config = cls()
         elif not isinstance(config, cls):
@@ -190,11 +233,21 @@ class EnvConfig:
         groups = {g.name: g.default_factory for g in cls._groups()}  # type: ignore[misc]
         keywords = cls.keywords()
         replaced: dict[str, Any] = {}
+        given: dict[str, set[str]] = {}  # each group passed in this call → the fields it sets
         per_group: dict[str, dict[str, Any]] = {}
         for name, value in kwargs.items():
+            value = _python_scalar(value)
+            if name in groups and value is None:  # None: the config's group (as the signature shows it)
+                continue
             if name in groups:
                 if isinstance(value, Mapping):
-                    value = _build(groups[name], name, dict(value))
+                    given[name] = set(value)
+                    value = _build(groups[name], name, {k: _python_scalar(v) for k, v in value.items()})
+                elif isinstance(value, groups[name]):
+                    given[name] = {f.name for f in fields(value)}
+                else:
+                    raise TypeError(f"{name}: expected {groups[name].__name__}, got {type(value).__name__} (a dict "
+                                    "of its fields works too)")
                 replaced[name] = value
             elif keywords.get(name):
                 per_group.setdefault(keywords[name], {})[name] = value
@@ -205,12 +258,30 @@ class EnvConfig:
                 raise TypeError(f"{cls.__name__}: unexpected keyword argument {name!r}; known: {known}")
         for group, values in per_group.items():
             base = replaced.get(group, getattr(config, group))
-            replaced[group] = _build(type(base), group, {**_shallow(base), **values})
+            merged = _build(type(base), group, {**_shallow(base), **values})
+            for name in sorted(set(values) & given.get(group, set())):
+                if getattr(merged, name) != getattr(base, name):
+                    raise ValueError(f"{name}={values[name]!r} conflicts with {group}.{name}="
+                                     f"{getattr(base, name)!r} in the same call: give it once")
+            replaced[group] = merged
         return dataclasses.replace(config, **replaced)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly: nested dicts; objects that are not plain data (an executor instance) by their class name."""
         return _plain(self)
+
+
+def _type_hints(kind: type) -> dict[str, Any]:
+    """``kind``'s field annotations as types (``int``, not the string ``"int"``); ``{}`` when one cannot be read."""
+    try:
+        return typing.get_type_hints(kind)
+    except (NameError, TypeError):
+        return {}
+
+
+def _python_scalar(value: Any) -> Any:
+    """A NumPy scalar as the Python value it holds (``np.int64(3)`` is ``3``); anything else unchanged."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _shallow(obj: Any) -> dict[str, Any]:
@@ -232,6 +303,6 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
+    if value is None or isinstance(value, (str, int, float, bool, np.generic)):
+        return _python_scalar(value)
     return f"<{type(value).__name__}>"

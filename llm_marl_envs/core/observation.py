@@ -45,6 +45,8 @@ MAX_INBOX_MESSAGES = 8
 """Only the latest messages are shown, so long dialogues keep observations bounded."""
 
 TRUNCATION_MARKER = " [... text cut ...]"
+MIN_KEPT_CHARS = 24
+"""A message or feedback that a cut would leave shorter than this says nothing useful: it is left out whole."""
 
 OWN_DRAFT_LABEL = "Your draft:"
 FEEDBACK_LABEL = "Feedback:"
@@ -107,31 +109,88 @@ def cue(parts: ObservationParts) -> str:
 
 
 def render_observation(parts: ObservationParts, max_chars: int) -> str:
-    """Render ``parts`` as plain text of at most ``max_chars`` characters: context first, the cue last.
+    """Render ``parts`` as plain text of at most ``max_chars`` characters: the task first, context, the cue last.
 
-    The cue and what changes from turn to turn survive truncation; the task view, the longest part, is cut first,
-    with a visible marker.
+    When everything does not fit, what changes every turn and matters least gives way first, each cut shown:
+    messages, oldest first (a line ``[N earlier messages left out for length]`` opens the inbox; the last one left
+    is cut at its end if need be), then teammates' drafts (longest first), then feedback. The task view and the
+    agent's own draft are never touched while those can give way; only when the two of them and the cue exceed
+    ``max_chars`` on their own are they cut at their ends with :data:`TRUNCATION_MARKER` (the draft first), and past
+    that the cue keeps its end.
     """
-    context: list[str] = []
-    if parts.own_draft:
-        context.append(f"{OWN_DRAFT_LABEL}\n{parts.own_draft}")
-    if parts.feedback:
-        context.append(f"{FEEDBACK_LABEL}\n{parts.feedback}")
-    if parts.inbox:
-        lines = [f"From {m.sender}: {m.text}" for m in parts.inbox[-MAX_INBOX_MESSAGES:]]
-        context.append(f"{INBOX_LABEL}\n" + "\n".join(lines))
-    if parts.teammate_drafts is not None:
-        drafts = [f"{name} wrote:\n{text}" if text else f"{name} has written nothing yet."
-                  for name, text in parts.teammate_drafts.items()]
-        context.append(f"{TEAM_DRAFTS_LABEL}\n" + "\n\n".join(drafts))
+    view = _View(
+        task=parts.task_view,
+        own_draft=parts.own_draft,
+        feedback=parts.feedback,
+        messages=[f"From {m.sender}: {m.text}" for m in parts.inbox[-MAX_INBOX_MESSAGES:]],
+        teammate_drafts=None if parts.teammate_drafts is None else dict(parts.teammate_drafts),
+        cue=cue(parts),
+    )
+    while (excess := len(view.text()) - max_chars) > 0:
+        if view.messages:
+            kept = len(view.messages[0]) - excess - len(TRUNCATION_MARKER)
+            if len(view.messages) > 1 or kept < MIN_KEPT_CHARS:
+                view.messages.pop(0)
+                view.left_out += 1
+            else:
+                view.messages[0] = _shortened(view.messages[0], excess)
+        elif view.teammate_drafts and max(map(len, view.teammate_drafts.values())) > len(TRUNCATION_MARKER):
+            longest = max(view.teammate_drafts, key=lambda name: len(view.teammate_drafts[name]))
+            view.teammate_drafts[longest] = _shortened(view.teammate_drafts[longest], excess)
+        elif view.feedback:
+            kept = len(view.feedback) - excess - len(TRUNCATION_MARKER)
+            view.feedback = _shortened(view.feedback, excess) if kept >= MIN_KEPT_CHARS else ""
+        elif len(view.own_draft) > len(TRUNCATION_MARKER):
+            view.own_draft = _shortened(view.own_draft, excess)
+        elif len(view.task) > len(TRUNCATION_MARKER):
+            view.task = _shortened(view.task, excess)
+        else:  # even the cue is too long: keep its end, the instruction and the offer to end
+            text = view.text()
+            return text[-max_chars:]
+    return view.text()
 
-    rest = "\n\n".join([*context, cue(parts)])
-    budget = max_chars - len(rest) - 2
-    task = parts.task_view
-    if len(task) > budget:
-        task = task[: max(0, budget - len(TRUNCATION_MARKER))] + TRUNCATION_MARKER
-    text = f"{task}\n\n{rest}"
-    return text if len(text) <= max_chars else text[-max_chars:]  # even the cue is too long: keep its end
+
+@dataclass
+class _View:
+    """The pieces of one observation while :func:`render_observation` fits them into its budget."""
+
+    task: str
+    own_draft: str
+    feedback: str
+    messages: list[str]
+    teammate_drafts: dict[str, str] | None
+    cue: str
+    left_out: int = 0
+    """Messages left out for length (the oldest)."""
+
+    def text(self) -> str:
+        context: list[str] = []
+        if self.own_draft:
+            context.append(f"{OWN_DRAFT_LABEL}\n{self.own_draft}")
+        if self.feedback:
+            context.append(f"{FEEDBACK_LABEL}\n{self.feedback}")
+        if self.messages or self.left_out:
+            plural = "s" if self.left_out > 1 else ""
+            marker = [f"[{self.left_out} earlier message{plural} left out for length]"] if self.left_out else []
+            context.append(f"{INBOX_LABEL}\n" + "\n".join([*marker, *self.messages]))
+        if self.teammate_drafts is not None:
+            drafts = [f"{name} wrote:\n{text}" if text else f"{name} has written nothing yet."
+                      for name, text in self.teammate_drafts.items()]
+            context.append(f"{TEAM_DRAFTS_LABEL}\n" + "\n\n".join(drafts))
+        return "\n\n".join([self.task, *context, self.cue])
+
+
+def _shortened(text: str, by: int) -> str:
+    """``text`` at least ``by`` characters shorter, its start kept and :data:`TRUNCATION_MARKER` at the cut."""
+    keep = max(0, len(text) - by - len(TRUNCATION_MARKER))
+    return text[:keep] + TRUNCATION_MARKER
+
+
+def render_chat(messages: Sequence[Mapping[str, str]]) -> str:
+    """Chat messages (``env.chat_messages(agent)``) as plain text: each message's content verbatim, under a line
+    ``--- ROLE ---``. The env cards show their sample chats this way, generated from the env and tested
+    (``tests/test_env_api.py``)."""
+    return "\n".join(f"--- {message['role']} ---\n{message['content']}" for message in messages)
 
 
 def _joined(names: Sequence[str]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
@@ -45,9 +46,16 @@ def register(subparsers: Any) -> None:
 
 
 def build_image_command(args: argparse.Namespace) -> int:
-    """``sandbox build-image``."""
+    """``sandbox build-image``: exit status 1, with one line saying why (as ``sandbox check`` says it), when no
+    Docker engine answers."""
+    from llm_marl_envs.sandbox.backends import _docker_state
     from llm_marl_envs.sandbox.image import ensure_image, image_exists, image_is_current
 
+    state, reason = _docker_state(args.tag)
+    if state == "no-engine":
+        print(f"docker: unavailable: {reason}; the image needs a running engine (see docs/sandbox.md)",
+              file=sys.stderr)
+        return 1
     if args.if_missing and image_exists(args.tag):
         stale = "" if image_is_current(args.tag, args.base_image) else " (built from other inputs: drop --if-missing)"
         print(f"{args.tag} already exists{stale}")

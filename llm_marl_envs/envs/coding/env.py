@@ -116,16 +116,20 @@ nothing, unlike the writing env's), or when a whole turn from the second on chan
 the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
 
 ## Sample observation and chat
-`env.chat_messages("main")` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"`; the user
-message is the agent's observation as `reset`/`step` return it:
+`render_chat(env.chat_messages("main"))` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"`
+(:func:`~llm_marl_envs.core.observation.render_chat` prints each message's content verbatim under a `--- ROLE ---`
+line); the user message is the agent's observation exactly as `reset`/`step` return it, the assistant message the
+reply's start (`tests/test_env_api.py` checks this sample against the env):
 
-```
-[{"role": "system", "content": "You write Python in a team. Answer with one ```python code block."},
- {"role": "user", "content": "Count the words of `sentence` (separated by whitespace) that start and end with a vowel
+````
+--- system ---
+You write Python in a team. Answer with one ```python code block.
+--- user ---
+Count the words of `sentence` (separated by whitespace) that start and end with a vowel
 (a, e, i, o, u; case-insensitive). Punctuation at the ends of a word is ignored.
->>> count_vowel_words(\"Anna ate one apple\")
+>>> count_vowel_words("Anna ate one apple")
 4
->>> count_vowel_words(\"the sky is blue\")
+>>> count_vowel_words("the sky is blue")
 0
 ```python
 def count_vowel_words(sentence: str) -> int:
@@ -133,9 +137,14 @@ def count_vowel_words(sentence: str) -> int:
 Helper: aux(word) returns True when the word (punctuation stripped) starts and ends with a vowel.
 
 You are main, with aux. Turn 1 of 4. Notes to teammates go in <message>...</message>.
-Write the function count_vowel_words whole. Call aux(...), your teammate's helper; do not define aux."},
- {"role": "assistant", "content": "```python\ndef count_vowel_words(sentence: str) -> int:\n    result = aux("}]
-```
+Write the function count_vowel_words whole. Call aux(...), your teammate's helper; do not define aux.
+When your part is final, end your reply with:
+<done/>
+--- assistant ---
+```python
+def count_vowel_words(sentence: str) -> int:
+    result = aux(
+````
 After a step the draft (`Your draft:`) and its feedback come before the cue, e.g.
 `Visible tests of the team's program:` then `- assert count_vowel_words('Anna ate one apple') == 4: failed`, one
 line per visible test.

@@ -23,7 +23,8 @@ coordination happens through `<message>` text and the shared reward.
 ## Arguments
 `writing_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.writing.config.WritingConfig`,
 and/or its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limits=`, `task=`; see
-:mod:`llm_marl_envs.core.config`), and/or their fields as flat keywords, validated with errors that name the field:
+:mod:`llm_marl_envs.core.config`), and/or their fields as flat keywords, validated with errors that name the field
+(a flat keyword and its group given in the same call must agree; NumPy numbers count as numbers):
 
 * team: `num_agents` — 1 (the single-agent/GRPO case) to 4; roles by style as in the table.
 * task: `style` — `"tldr"` or `"arxiv"`; `dataset` — `"news"` (300 offline news articles from gensim's wheel),
@@ -103,24 +104,27 @@ untrained team of 2 rarely ended before its budget, so a training group hardly v
 does in 42-58 % of held-out tasks, and the shipped team still beats it on return, quality and turns.
 
 ## Sample observation and chat
-`env.chat_messages("concise")` after `reset(seed=0, options={"task_id": "news/000"})`:
+`render_chat(env.chat_messages("concise"))` after `reset(seed=0, options={"task_id": "news/000"})` with the default
+settings (:func:`~llm_marl_envs.core.observation.render_chat` prints each message's content verbatim under a
+`--- ROLE ---` line; the user message is the agent's observation exactly as `reset`/`step` return it, and
+`tests/test_env_api.py` checks this sample against the env):
 
-```
-[{"role": "system", "content": "Write only your own part of the team's text, in plain prose, with no preamble."},
- {"role": "user", "content": "Source text:
-Hundreds of people have been forced to vacate their homes in the Southern Highlands of New South Wales as strong
-winds today pushed a huge bushfire towards the town of Hill Top. A new blaze near Goulburn, south-west of Sydney, has
-forced the closure of the Hume Highway. At about 4:00pm AEDT, a marked deterioration in the weather as a storm cell
-moved east across the Blue Mountains forced authorities to make a decision to evacuate people from homes in outlying
-streets at Hill Top in the New South Wales southern highlands.
+````
+--- system ---
+Write only your own part of the team's text, in plain prose, with no preamble.
+--- user ---
+Source text:
+Hundreds of people have been forced to vacate their homes in the Southern Highlands of New South Wales as strong winds today pushed a huge bushfire towards the town of Hill Top. A new blaze near Goulburn, south-west of Sydney, has forced the closure of the Hume Highway. At about 4:00pm AEDT, a marked deterioration in the weather as a storm cell moved east across the Blue Mountains forced authorities to make a decision to evacuate people from homes in outlying streets at Hill Top in the New South Wales southern highlands.
 
 You are concise, with detailed. Turn 1 of 4. Notes to teammates go in <message>...</message>.
-Write a TL;DR of the text above in your own words: one sentence of 10-30 words."}]
-```
-The user message is the agent's observation exactly as `reset`/`step` return it. From turn 2 the draft
-(`Your draft:`), its feedback (`Feedback:`) and messages (`Messages:`) come between the passage and the cue, and the
-offer to end is the last line. Median prompt length with the default model's chat template: 242 tokens a turn (493
-before the passage was the lead; `python -m llm_marl_benchmarks.prompt_tokens`).
+Write a TL;DR of the text above in your own words: one sentence of 10-30 words.
+When your part is final, end your reply with:
+<done/>
+````
+After a step the agent's draft (`Your draft:`), its feedback (`Feedback:`) and the messages sent to it
+(`Messages:`) come between the passage and the cue; the offer to end closes every observation, from the first turn
+on. Median prompt length with the default model's chat template: 242 tokens a turn (493 before the passage was the
+lead; `python -m llm_marl_benchmarks.prompt_tokens`).
 
 ## Reward integrity
 Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 news articles with hand-written
@@ -164,7 +168,7 @@ nothing but loses little; the headline and limitations roles are underpaid when 
 ## Version History
 * v0: initial release; rewards hardened against the integrity suite, held-out tests, counterfactual consistency,
   MAGRPO's official episode (before the first tagged release).
-"""
+"""  # noqa: E501 (the sample observation's passage is one line, shown exactly)
 
 from __future__ import annotations
 
