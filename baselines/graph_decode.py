@@ -364,13 +364,14 @@ def graph_decoder(model: Any, adapters: Sequence[str] = (), *, capture: bool | N
     return by_adapters[key]
 
 
-def decoder_for_active_adapter(model: Any) -> tuple[GraphDecoder, str | None] | None:
+def decoder_for_active_adapter(model: Any, *, cuda_only: bool = True) -> tuple[GraphDecoder, str | None] | None:
     """``(decoder, route key)`` to sample ``model`` as it stands through a graph decoder on CUDA: a plain model with
     key None; a peft model with its one active adapter's name, or None (the base slot) while its adapters are
-    disabled. None where the graph decoder does not apply: a model off CUDA, an unsupported architecture, or several
-    adapters active at once (peft sums them; the decoder routes one per row)."""
+    disabled. None where the graph decoder does not apply: a model off CUDA (``cuda_only=False`` takes any device,
+    for tests), an unsupported architecture, or several adapters active at once (peft sums them; the decoder routes
+    one per row)."""
     base = _base_model(model)
-    if base.lm_head.weight.device.type != "cuda" or not supports(model):
+    if (cuda_only and base.lm_head.weight.device.type != "cuda") or not supports(model):
         return None
     lora = next((module for module in base.modules() if _is_lora(module)), None)
     if lora is None:

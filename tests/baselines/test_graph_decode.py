@@ -8,12 +8,20 @@ GPU can check (the capture and its replays) runs in ``benchmarks/graph_decode_ch
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from baseline_helpers import tiny_model
 
 from llm_marl_baselines.decoding import cache_keyword, left_pad, new_cache, sample_rows
-from llm_marl_baselines.graph_decode import GraphDecoder, graph_decoder, row_bucket, supports
+from llm_marl_baselines.graph_decode import (
+    GraphDecoder,
+    decoder_for_active_adapter,
+    graph_decoder,
+    row_bucket,
+    supports,
+)
 from llm_marl_baselines.policies.base import GenerationSettings
 
 STOP, PAD = [2], 0
@@ -127,3 +135,37 @@ def test_only_supported_models_and_known_adapters_are_taken(loaded) -> None:
 
 def test_row_buckets() -> None:
     assert [row_bucket(n) for n in (1, 2, 3, 5, 33, 64, 65, 130)] == [1, 2, 4, 8, 64, 64, 128, 192]
+
+
+def test_a_peft_model_decodes_under_its_active_adapter_or_the_base_when_disabled() -> None:
+    """What the adapter-team policy and the local policy hand the decoder: a peft model with several adapters, one
+    active (``set_adapter``) or all disabled (``disable_adapter``); the decoder must sample what the eager decode of
+    that model as it stands samples."""
+    import peft
+
+    loaded = tiny_model(eos_bias=1.5)
+    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    model = peft.get_peft_model(loaded.model, config, adapter_name="first")
+    model.add_adapter("second", config)
+    model.eval()
+    prompts, rows = prompts_of(loaded), [0, 1, 2, 2]
+
+    def sampled(graphs, keys):
+        torch.manual_seed(7)
+        return sample_rows(model, prompts, rows, temperature=0.8, top_p=0.95, max_new_tokens=10, stop_ids=STOP,
+                           pad_id=PAD, graphs=graphs, prompt_keys=keys).tokens
+
+    outputs = {}
+    for active in ("first", "second", None):
+        context = model.disable_adapter() if active is None else contextlib.nullcontext()
+        if active is not None:
+            model.set_adapter(active)
+        with context:
+            found = decoder_for_active_adapter(model, cuda_only=False)
+            assert found is not None
+            decoder, key = found
+            assert key == active and decoder.adapters == ("first", "second")
+            outputs[active] = sampled(decoder, [key] * len(prompts))
+            assert outputs[active] == sampled(None, None)
+    assert outputs["first"] != outputs["second"] != outputs[None]
+    assert decoder_for_active_adapter(model) is None  # a CPU model keeps the eager decode by default
