@@ -169,3 +169,30 @@ def test_a_peft_model_decodes_under_its_active_adapter_or_the_base_when_disabled
             assert outputs[active] == sampled(None, None)
     assert outputs["first"] != outputs["second"] != outputs[None]
     assert decoder_for_active_adapter(model) is None  # a CPU model keeps the eager decode by default
+
+
+def test_on_a_cpu_the_default_is_the_eager_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU path is unchanged: a team and a local model on a CPU never build a graph decoder unless asked to."""
+    import llm_marl_baselines.graph_decode as graph_decode_module
+    from llm_marl_baselines.policies.base import ActionRequest
+    from llm_marl_baselines.policies.local import generate_records
+    from llm_marl_envs.rollout import ChatRequest
+    from llm_marl_trainers.generation import LoraSettings, TeamModel
+
+    built: list[object] = []
+    original = graph_decode_module.GraphDecoder.__init__
+
+    def counting(self, *args, **kwargs) -> None:
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(graph_decode_module.GraphDecoder, "__init__", counting)
+    settings = GenerationSettings(temperature=0.7, top_p=0.9, max_new_tokens=6, seed=1)
+    team = TeamModel(tiny_model(), ["a", "b"], lora=LoraSettings(r=4, alpha=8))
+    team.generate([ChatRequest(0, "a", 1, ({"role": "user", "content": "Hi"},))], settings)
+    loaded = tiny_model()
+    generate_records(loaded, [ActionRequest.from_messages("a", [{"role": "user", "content": "Hi"}])], settings)
+    assert built == []
+    TeamModel(tiny_model(), ["a", "b"], lora=LoraSettings(r=4, alpha=8), graph_decode=True).generate(
+        [ChatRequest(0, "a", 1, ({"role": "user", "content": "Hi"},))], settings)
+    assert len(built) == 1  # asked for by name, it is built (and runs uncaptured)
