@@ -283,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**figures, "config_hash": digest, "out": str(out)}, indent=2) + "\n")
     if not args.no_report:
-        from llm_marl_benchmarks.study.report import build_report, print_headline
+        from llm_marl_benchmarks.study.render import build_report, print_headline
 
         report = build_report(out)
         print_headline(list(log.rows.values()))
