@@ -61,6 +61,7 @@ from llm_marl_benchmarks.study.execution import (
     run_local,
     run_ray,
 )
+from llm_marl_benchmarks.study.report import precisions
 from llm_marl_envs.core.termination import END_QUORUMS
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
@@ -138,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ray-gpus-per-task", type=float, default=0.0)
     run.add_argument("--no-report", action="store_true", help="log episodes only; build the report later")
     run.add_argument("--json", type=Path, default=None, metavar="PATH",
-                     help="write the run's figures (episodes/min, projected full-design wall-clock) as JSON")
+                     help="write the run's figures (episodes/min, projected full-design wall-clock, the precision the "
+                          "policies ran in) as JSON")
     return parser
 
 
@@ -256,9 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     batches = make_batches(pending, batch_size, team_dirs, design, args.batching,
                            max_rows=policy.generate_rows if args.batching == "policy" else None)
 
+    played: list[dict[str, Any]] = []
+
     def on_rows(rows: list[dict[str, Any]]) -> None:
         fresh = [row for row in rows if row["key"] not in log.rows]
         log.append(fresh)
+        played.extend(fresh)
         if args.ray_address:  # remote batches report no turns: their episodes count when their rows arrive
             progress.episodes_logged([turn_budgets[row["condition"]] for row in fresh],
                                      " + ".join(dict.fromkeys(f"{r['env']} {r['condition']}" for r in fresh)))
@@ -270,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_local(batches, design, policy, on_rows, on_turn=progress.on_turn)
     elapsed = time.perf_counter() - started
     progress.close()
-    figures = _figures(len(pending), elapsed, design)
+    figures = {**_figures(len(pending), elapsed, design), "precision": precisions(played)}
     print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
           f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
           f"{_eta(figures['projected_full_design_s'])} at this pace)", flush=True)

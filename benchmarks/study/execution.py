@@ -147,8 +147,27 @@ _POLICIES: dict[Any, Any] = {}
 """Policies built in this process, by spec (a Ray worker process serves many batches with one model load)."""
 
 
-def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> Any:
-    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch."""
+NO_PRECISION: dict[str, str | None] = {"dtype": None, "device": None}
+"""The precision of a policy with no local weights (scripted; an endpoint, whose server decides)."""
+
+
+def model_precision(models: Iterable[Any]) -> dict[str, str | None]:
+    """``{"dtype", "device"}`` the weights of ``models`` (torch modules: a local model, a team's peft models) sit in,
+    read from each input embedding (frozen base weights: LoRA adapters stay float32 whatever the base's precision);
+    several models that differ give every distinct value joined by ``+``."""
+    dtypes, devices = set(), set()
+    for model in models:
+        weight = model.get_input_embeddings().weight
+        dtypes.add(str(weight.dtype).removeprefix("torch."))
+        devices.add(str(weight.device))
+    if not dtypes:
+        return dict(NO_PRECISION)
+    return {"dtype": "+".join(sorted(dtypes)), "device": "+".join(sorted(devices))}
+
+
+def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> tuple[Any, dict[str, str | None]]:
+    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
+    precision its weights run in (:func:`model_precision`; every log row records it)."""
     from llm_marl_baselines.prompt_store import PromptStore
 
     # A store per batch: turns reuse their batch's earlier prompts and nothing else, so what a batch samples does not
@@ -164,7 +183,9 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
             adapters = {role: Path(team_dir) / folder for role, folder in manifest.roles.items()}
             _POLICIES[key] = TeamModel.load(list(manifest.roles), manifest.base_model, dtype=spec.dtype,
                                             adapters=adapters, max_batch_rows=spec.generate_rows)
-        return _POLICIES[key].as_rollout_policy(settings, logprobs=False, prompt_store=store)
+        team = _POLICIES[key]
+        return (team.as_rollout_policy(settings, logprobs=False, prompt_store=store),
+                model_precision(team.model_of(agent) for agent in team.agents))
     key = ("base", spec)
     if key not in _POLICIES:
         from llm_marl_baselines.policies import make_policy
@@ -180,8 +201,8 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
             _POLICIES[key] = make_policy("scripted")
     policy = _POLICIES[key]
     if spec.kind == "local":
-        return _CountedLocal(policy, settings, store)
-    return policy.as_rollout_policy(settings, records=False)
+        return _CountedLocal(policy, settings, store), model_precision([policy.loaded.model])
+    return policy.as_rollout_policy(settings, records=False), dict(NO_PRECISION)
 
 
 @dataclass(frozen=True)
@@ -222,7 +243,7 @@ def run_batch(
     budget = max(design.token_budget(e.env, e.condition, e.team_size) for e in batch.episodes)
     settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p, max_new_tokens=budget,
                                   seed=_stable_seed(first.key))
-    policy_fn = _rollout_policy(policy, batch.team_dir, settings)
+    policy_fn, precision = _rollout_policy(policy, batch.team_dir, settings)
     turns = _TurnCounter(batch, envs, [design.turn_budget(e.condition) for e in batch.episodes], on_turn)
     start = time.perf_counter()
     ended: dict[int, float] = {}
@@ -244,7 +265,7 @@ def run_batch(
             PROMPT_TOKENS["prefilled"] += store.prefilled_tokens
     worker = f"{os.uname().nodename}:{os.getpid()}"
     return [
-        episode_row(planned, trajectory, design, ended.get(i, time.perf_counter()) - start, worker)
+        episode_row(planned, trajectory, design, ended.get(i, time.perf_counter()) - start, worker, precision)
         for i, (planned, trajectory) in enumerate(zip(batch.episodes, trajectories, strict=True))
     ]
 
@@ -291,9 +312,14 @@ class _TurnCounter:
 
 
 def episode_row(
-    planned: PlannedEpisode, trajectory: Any, design: StudyDesign, wall_time_s: float, worker: str = ""
+    planned: PlannedEpisode, trajectory: Any, design: StudyDesign, wall_time_s: float, worker: str = "",
+    precision: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The log row of one episode: what the report reads, plus the texts (final drafts) for inspection.
+
+    ``dtype`` and ``device``: the precision the policy's weights ran in (``precision``, from
+    :func:`model_precision`; ``None`` for a policy without local weights). A published figure can hold in one
+    precision and not in another (sampling differs), so every row says which it was played in.
 
     The three consistency columns: ``consistency_similarity`` is the mean pairwise similarity of the agents' final
     contributions (MiniLM cosine clipped to [0, 1] with the default backend: the seeds' resemblance measure),
@@ -356,6 +382,8 @@ def episode_row(
         "texts": drafts,
         "wall_time_s": round(wall_time_s, 3),
         "worker": worker,
+        "dtype": (precision or NO_PRECISION).get("dtype"),
+        "device": (precision or NO_PRECISION).get("device"),
     }
 
 

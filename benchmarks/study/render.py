@@ -47,6 +47,8 @@ from llm_marl_benchmarks.study.report import (
     headline,
     in_order,
     is_few,
+    mixed_dtypes,
+    precisions,
     read_episodes,
     regressions,
     select_rows,
@@ -151,11 +153,13 @@ def _cell_text(record: Mapping[str, Any], metric: str) -> str:
 def print_headline(rows: Sequence[Mapping[str, Any]]) -> None:
     """Print the headline of ``rows`` (the runner calls this at the end of a study): per env and team size, trained vs
     untrained vs single on what they share, each pair a difference with its 95 % CI and p (:func:`format_three_way`),
-    then the seeds' three figures beside ours (:func:`format_headline`)."""
+    then the seeds' three figures beside ours (:func:`format_headline`), and the precision the policies ran in."""
     rows = clean_rows(rows).rows
     print(format_three_way(rows), flush=True)
     print("\nAgainst the seeds' figures (trained vs each condition, pooled over envs and team sizes):\n", flush=True)
     print(format_headline(headline(rows)), flush=True)
+    print(f"\nPolicies ran in: {_precision_text(rows)}."
+          + (" Warning: the figures pool several precisions." if mixed_dtypes(rows) else ""), flush=True)
 
 
 def format_three_way(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -420,6 +424,9 @@ HOW_TO_READ = f"""\
 - **Conditions.** `untrained` is the seeds' prompt-only team (teammates' drafts visible, collaboration rules in the
   prompt); `base` is the trained team's own prompts and schedule with the adapters off, so `trained` vs `base` is
   what training alone changed and `trained` vs `untrained` also includes the difference in prompts.
+- **Precision.** The dtype and device the policies' weights ran in, as each episode's row records them. Sampling
+  differs between precisions, and a figure can hold in one and not in another: compare within one precision, and
+  say which when quoting a figure.
 - **Degenerate strategies?** What a team that gamed the reward would show: near-identical parts (`duplication`),
   agents with an empty final part, actions that carry only messages or `<done/>`, and (coding) a helper no test
   depends on. Read trained against untrained.
@@ -540,6 +547,17 @@ def _write_csv(path: Path, records: Sequence[Mapping[str, Any]], columns: Sequen
             writer.writerow([_csv_value(record.get(c)) for c in columns])
 
 
+def _precision_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``float32 on cpu: 120 episodes (trained 40, ...)`` for each precision of :func:`precisions`."""
+    parts = []
+    for record in precisions(rows):
+        where = ("not recorded (a scripted or endpoint policy, or a log from before rows recorded it)"
+                 if record["dtype"] is None else f"{record['dtype']} on {record['device']}")
+        by_condition = ", ".join(f"{c} {n}" for c, n in record["conditions"].items())
+        parts.append(f"{where}: {record['episodes']} episodes ({by_condition})")
+    return "; ".join(parts)
+
+
 def write_report(out_dir: Path, log: LogContents) -> Path:
     """Write every report file for ``log`` into ``out_dir``; return the path of ``report.md``."""
     rows = log.rows
@@ -590,6 +608,12 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
             f"**The log mixes {len(hashes)} study configurations (config hashes {', '.join(hashes)}): figures pool "
             "episodes run under different settings.**"
         )
+    if mixed_dtypes(rows):
+        # Like pooled configurations: a figure can hold in one precision and not in another (sampling differs).
+        warnings_md.append(
+            "**The log mixes policies run in different precisions (" + _precision_text(rows) + "): figures pool "
+            "episodes sampled differently; compare within one precision.**"
+        )
     if REFERENCE not in conditions_of(rows):
         warnings_md.append(f"**No `{REFERENCE}` episodes in the log: no comparison with a trained team.**")
     else:
@@ -604,6 +628,8 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
         f"Source: `{log.source or out_dir / LOG_NAME}` — {len(rows)} episodes ({counts}); envs: {', '.join(envs)}; "
         f"team sizes: {', '.join(map(str, sizes_of(rows)))}."
         + (f" {'; '.join(dropped)}." if dropped else ""),
+        "",
+        f"Policies ran in: {_precision_text(rows)}.",
         *(["", *warnings_md] if warnings_md else []),
         "",
         "## Headline: trained vs untrained vs single (mean [95 % CI]; differences [95 % CI], p)",
@@ -692,8 +718,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         effects = [r for r in compare_conditions(log.rows) if r["team_size"] == POOLED]
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**head, "effects": effects, "three_way": _three_way_json(log.rows),
-                                         "turns": turn_distribution(log.rows)}, indent=2, default=str) + "\n",
-                             encoding="utf-8")
+                                         "turns": turn_distribution(log.rows), "precision": precisions(log.rows)},
+                                        indent=2, default=str) + "\n", encoding="utf-8")
     skipped = f" ({log.malformed} malformed line(s) skipped)" if log.malformed else ""
     print(f"\nreport: {path}{skipped}")
     return 0

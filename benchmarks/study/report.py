@@ -38,6 +38,8 @@ __all__ = [
     "headline",
     "in_order",
     "is_few",
+    "mixed_dtypes",
+    "precisions",
     "read_episodes",
     "regressions",
     "select_rows",
@@ -482,6 +484,32 @@ def regressions(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     }
                 )
     return records
+
+
+def precisions(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The precisions the policies ran in (the rows' ``dtype`` and ``device``), most episodes first: one record per
+    distinct pair, ``{"dtype", "device", "episodes", "conditions": {condition: episodes}}``. ``None`` where a row does
+    not say (a scripted or endpoint policy, or a log written before rows recorded it). A log that pools episodes of
+    several dtypes pools policies that sample differently (:func:`mixed_dtypes`)."""
+    counts: dict[tuple[str | None, str | None], dict[str, int]] = {}
+    for row in rows:
+        key = (_text_or_none(row.get("dtype")), _text_or_none(row.get("device")))
+        by_condition = counts.setdefault(key, {})
+        by_condition[row["condition"]] = by_condition.get(row["condition"], 0) + 1
+    records = [{"dtype": dtype, "device": device, "episodes": sum(by_condition.values()),
+                "conditions": {c: by_condition[c] for c in in_order(by_condition, CONDITION_ORDER)}}
+               for (dtype, device), by_condition in counts.items()]
+    return sorted(records, key=lambda r: (-r["episodes"], str(r["dtype"]), str(r["device"])))
+
+
+def mixed_dtypes(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``rows`` pool episodes whose policies ran in different dtypes (a row that does not say counts as one
+    more kind when others do)."""
+    return len({_text_or_none(row.get("dtype")) for row in rows}) > 1
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 # ---------------------------------------------------------------------------------------------------------------

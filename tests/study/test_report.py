@@ -439,6 +439,38 @@ def test_print_headline_and_mixed_configurations(tmp_path: Path, capsys: pytest.
     assert "measured with: tfidf (the seeds used MiniLM)" in md
 
 
+def test_the_precision_the_policies_ran_in_is_shown_and_pooling_two_dtypes_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each row's ``dtype`` and ``device`` reach report.md, the printed headline and the JSON; a log pooling two dtypes
+    is flagged as the log pooling two configurations is (a figure can hold in one precision and not the other)."""
+    rows = [{**r, "dtype": "float32", "device": "cpu"} for r in synthetic_rows() if r["env"] == "writing"]
+    one = tmp_path / "one"
+    md = render.build_report(one, rows=rows).read_text(encoding="utf-8")
+    n = len(rows) // 3
+    assert f"Policies ran in: float32 on cpu: {3 * n} episodes (trained {n}, untrained {n}, single {n})." in md
+    assert "different precisions" not in md
+    assert report.precisions(rows) == [{"dtype": "float32", "device": "cpu", "episodes": 3 * n,
+                                        "conditions": {"trained": n, "untrained": n, "single": n}}]
+    # The trained team in bfloat16, the others in float32: two kinds pooled.
+    mixed = [{**r, "dtype": "bfloat16"} if r["condition"] == "trained" else r for r in rows]
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mixed), encoding="utf-8")
+    assert render.main([str(two), "--json", str(two / "head.json")]) == 0
+    md = (two / "report.md").read_text(encoding="utf-8")
+    assert ("**The log mixes policies run in different precisions (float32 on cpu: 24 episodes (untrained 12, single "
+            "12); bfloat16 on cpu: 12 episodes (trained 12)): figures pool episodes sampled differently") in md
+    assert "the figures pool several precisions" in capsys.readouterr().out
+    head = json.loads((two / "head.json").read_text(encoding="utf-8"))
+    assert [(p["dtype"], p["episodes"]) for p in head["precision"]] == [("float32", 24), ("bfloat16", 12)]
+    # Rows from before rows recorded it (or a scripted policy) say so; beside recorded rows they are one more kind.
+    old = [{k: v for k, v in r.items() if k not in ("dtype", "device")} for r in rows]
+    md = render.build_report(tmp_path / "old", rows=old).read_text(encoding="utf-8")
+    assert "Policies ran in: not recorded (a scripted or endpoint policy" in md and "different precisions" not in md
+    assert report.mixed_dtypes([*old[:n], *rows[n:]]) and not report.mixed_dtypes(old)
+
+
 def test_main_rebuilds_and_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
     assert render.main([str(missing)]) == 2

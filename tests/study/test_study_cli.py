@@ -35,8 +35,12 @@ def planned_keys(argv: list[str]) -> set[str]:
 
 def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(tmp_path, capsys):
     argv = ["--preset", "smoke", *SCRIPTED, "--out", str(tmp_path)]
-    assert main(argv) == 0
+    assert main([*argv, "--json", str(tmp_path / "run.json")]) == 0
     rows = logged(tmp_path)
+    # A scripted policy has no weights: its rows, the run's JSON and the headline say no precision was recorded.
+    assert {(r["dtype"], r["device"]) for r in rows} == {(None, None)}
+    figures = json.loads((tmp_path / "run.json").read_text())
+    assert [(p["dtype"], p["device"], p["episodes"]) for p in figures["precision"]] == [(None, None, len(rows))]
     assert {r["key"] for r in rows} == planned_keys(argv)
     assert {r["condition"] for r in rows} == {"trained", "single", "untrained"}
     assert {r["env"] for r in rows} == {"writing", "coding"}
@@ -55,6 +59,7 @@ def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(
     batches = {line.split(" turn ")[0] for line in turn_lines}
     assert len(turn_lines) == 2 * len(batches) and "ETA" in turn_lines[-1] and "turns played" in turn_lines[-1]
     assert "writing, team size 2" in out and "Against the seeds' figures" in out
+    assert "Policies ran in: not recorded" in out
     # Running the same command again finds everything done and runs nothing.
     assert main(argv) == 0
     assert len(logged(tmp_path)) == len(rows)
