@@ -4,8 +4,10 @@ Conditions (``--conditions``): ``trained`` (the CTDE-trained team: one LoRA adap
 each agent acting on its own observation), ``single`` (one agent does everything, with the same turn budget, feedback
 and endings as the teams) and ``untrained`` (the same team size, prompt-based multi-turn collaboration, no learning)
 — the seeds' three — plus ``base`` (the trained team's own prompts with the adapters off: what training alone
-changed), ``single_oneshot`` (MAGRPO's one-turn single agent), ``naive_concatenation``, ``sequential_pipeline`` and
-``one_round_discussion``. Every multi-turn condition plays the same turn budget (``--max-turns``, 4). Defaults
+changed), ``single_oneshot`` (MAGRPO's one-turn single agent), ``single_best_of_n`` (coding: ``single`` sampling as
+many candidates a turn as the team has agents, sending the one that passes the most visible tests),
+``naive_concatenation``, ``sequential_pipeline`` and ``one_round_discussion``. Every multi-turn condition plays the
+same turn budget (``--max-turns``, 4). Defaults
 reproduce the design: 6,000 episodes over both envs × team sizes {2, 3, 4} × conditions × held-out tasks × seeds.
 The trained condition needs ``--adapters DIR`` (team directories written by ``llm-marl train``, one per env and team
 size; ``builtin``: the shipped teams, and a size none ships plays without the trained condition) or ``--train``

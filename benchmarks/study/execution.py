@@ -28,6 +28,7 @@ from typing import Any
 
 from llm_marl_baselines.collaboration import draft_part
 from llm_marl_benchmarks.progress import LockstepTurn
+from llm_marl_benchmarks.study.best_of_n import BestOfN, BestOfNReply, coding_chooser
 from llm_marl_benchmarks.study.design import CONDITIONS, PlannedEpisode, StudyDesign
 
 BATCHING: dict[str, str] = {
@@ -109,7 +110,8 @@ def make_batches(
     ``batching="policy"``: a group is one env, one model (the base model, or one trained team) and one token budget
     (``design.token_budget``; without a design, every condition of an env shares one); ``"condition"``: one
     condition and env (and team) per group. Capping agents rather than episodes alone keeps a turn's call full
-    whatever the team size: 64 rows are 64 single agents, 32 pairs or 16 teams of four.
+    whatever the team size: 64 rows are 64 single agents, 32 pairs or 16 teams of four (a best-of-n agent takes a row
+    per candidate: :attr:`~llm_marl_benchmarks.study.design.PlannedEpisode.rows`).
     """
     if batching not in BATCHING:
         raise ValueError(f"batching: expected one of {tuple(BATCHING)}, got {batching!r}")
@@ -128,7 +130,7 @@ def make_batches(
     for (env, team, *_), episodes in groups.items():
         current: list[PlannedEpisode] = []
         for episode in episodes:
-            rows = sum(e.num_agents for e in current) + episode.num_agents
+            rows = sum(e.rows for e in current) + episode.rows
             if current and (len(current) == batch_size or (max_rows is not None and rows > max_rows)):
                 batches.append(Batch(env, tuple(current), team))
                 current = []
@@ -243,7 +245,10 @@ def run_batch(
     budget = max(design.token_budget(e.env, e.condition, e.team_size) for e in batch.episodes)
     settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p, max_new_tokens=budget,
                                   seed=_stable_seed(first.key))
-    policy_fn, precision = _rollout_policy(policy, batch.team_dir, settings)
+    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings)
+    best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
+    # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick.
+    policy_fn = BestOfN(model_fn, best_of_n, coding_chooser(envs)) if best_of_n else model_fn
     turns = _TurnCounter(batch, envs, [design.turn_budget(e.condition) for e in batch.episodes], on_turn)
     start = time.perf_counter()
     ended: dict[int, float] = {}
@@ -259,7 +264,7 @@ def run_batch(
     finally:
         for env in envs:
             env.close()
-        store = getattr(policy_fn, "prompt_store", None)
+        store = getattr(model_fn, "prompt_store", None)
         if store is not None:
             PROMPT_TOKENS["prompt"] += store.prompt_tokens
             PROMPT_TOKENS["prefilled"] += store.prefilled_tokens
@@ -320,6 +325,9 @@ def episode_row(
     ``dtype`` and ``device``: the precision the policy's weights ran in (``precision``, from
     :func:`model_precision`; ``None`` for a policy without local weights). A published figure can hold in one
     precision and not in another (sampling differs), so every row says which it was played in.
+
+    ``candidates_per_turn``: the candidates the agent sampled a turn (1 but for ``single_best_of_n``), and for a
+    best-of-n episode ``selections``: per turn, the visible tests each candidate passed and the one sent.
 
     The three consistency columns: ``consistency_similarity`` is the mean pairwise similarity of the agents' final
     contributions (MiniLM cosine clipped to [0, 1] with the default backend: the seeds' resemblance measure),
@@ -382,6 +390,11 @@ def episode_row(
         "texts": drafts,
         "wall_time_s": round(wall_time_s, 3),
         "worker": worker,
+        "candidates_per_turn": planned.candidates,
+        "selections": ([{"turn": step.turn, "chosen": step.generation.chosen,
+                         "visible_passed": list(step.generation.visible_passed)}
+                        for step in trajectory.steps if isinstance(step.generation, BestOfNReply)]
+                       if planned.candidates > 1 else None),
         "dtype": (precision or NO_PRECISION).get("dtype"),
         "device": (precision or NO_PRECISION).get("device"),
     }
@@ -389,16 +402,18 @@ def episode_row(
 
 def token_counts(steps: Sequence[Any]) -> tuple[int | None, int | None]:
     """``(critical path, total)`` completion tokens of an episode's steps: per turn the longest reply among the agents
-    who acted (teammates write in parallel), summed over turns; and every reply summed. ``(None, None)`` when a
-    step's reply has no token ids (a plain string, or a record without ``completion_ids``)."""
+    who acted (teammates write in parallel), summed over turns; and every reply summed. A best-of-n step counts every
+    candidate it sampled (its rows are sampled in parallel too: the longest is its latency, all are its compute).
+    ``(None, None)`` when a step's reply has no token ids (a plain string, or a record without ``completion_ids``)."""
     longest: dict[int, int] = {}
     total = 0
     for step in steps:
-        ids = getattr(step.generation, "completion_ids", None)
-        if ids is None:
+        replies = step.generation.candidates if isinstance(step.generation, BestOfNReply) else (step.generation,)
+        lengths = [getattr(reply, "completion_ids", None) for reply in replies]
+        if any(ids is None for ids in lengths):
             return None, None
-        longest[step.turn] = max(longest.get(step.turn, 0), len(ids))
-        total += len(ids)
+        longest[step.turn] = max(longest.get(step.turn, 0), *(len(ids) for ids in lengths))
+        total += sum(len(ids) for ids in lengths)
     return sum(longest.values()), total
 
 

@@ -152,8 +152,9 @@ def _cell_text(record: Mapping[str, Any], metric: str) -> str:
 
 def print_headline(rows: Sequence[Mapping[str, Any]]) -> None:
     """Print the headline of ``rows`` (the runner calls this at the end of a study): per env and team size, trained vs
-    untrained vs single on what they share, each pair a difference with its 95 % CI and p (:func:`format_three_way`),
-    then the seeds' three figures beside ours (:func:`format_headline`), and the precision the policies ran in."""
+    untrained vs single (vs single_best_of_n where it ran) on what they share, each pair a difference with its 95 %
+    CI and p (:func:`format_three_way`), then the seeds' three figures beside ours (:func:`format_headline`), and the
+    precision the policies ran in."""
     rows = clean_rows(rows).rows
     print(format_three_way(rows), flush=True)
     print("\nAgainst the seeds' figures (trained vs each condition, pooled over envs and team sizes):\n", flush=True)
@@ -394,8 +395,11 @@ HOW_TO_READ = f"""\
   CI], p: paired by task and seed (the same episodes played under both conditions) when every episode has its
   partner, else Welch. "every pair equal": the difference is the same in every pair (e.g. both pass no test), so no
   test applies. Every multi-turn condition has the same turn budget, feedback and endings; `single` is one agent
-  with that budget (it may refine and end early). Team return is compared only between teams: one agent is paid
-  `(w_q + w_c)·quality`, a team `w_q·quality + w_c·consistency`.
+  with that budget (it may refine and end early). `single_best_of_n` (coding) is `single` sampling as many candidates
+  a turn as the team has agents and sending the one that passes the most visible tests (ties: the first): about the
+  team's completion tokens, so a team ahead of `single` but not of `single_best_of_n` gains by sampling more, not by
+  coordinating. Team return is compared only between teams: one agent is paid `(w_q + w_c)·quality`, a team
+  `w_q·quality + w_c·consistency`.
 - **Trained against each condition.** The same differences for every condition the study ran (`base`,
   `single_oneshot`...), pooled over the team sizes both ran.
 - **Turns to the end.** How many episodes of each condition ended at each turn, the share that ended before their
@@ -547,6 +551,12 @@ def _write_csv(path: Path, records: Sequence[Mapping[str, Any]], columns: Sequen
             writer.writerow([_csv_value(record.get(c)) for c in columns])
 
 
+def _headline_title(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``trained vs untrained vs single``, and ``vs single_best_of_n`` when the log has it."""
+    shown = [*HEADLINE_CONDITIONS[:3], *(c for c in HEADLINE_CONDITIONS[3:] if select_rows(rows, c))]
+    return " vs ".join(shown)
+
+
 def _precision_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """``float32 on cpu: 120 episodes (trained 40, ...)`` for each precision of :func:`precisions`."""
     parts = []
@@ -632,7 +642,7 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
         f"Policies ran in: {_precision_text(rows)}.",
         *(["", *warnings_md] if warnings_md else []),
         "",
-        "## Headline: trained vs untrained vs single (mean [95 % CI]; differences [95 % CI], p)",
+        f"## Headline: {_headline_title(rows)} (mean [95 % CI]; differences [95 % CI], p)",
         "",
         format_three_way(rows),
         "",

@@ -91,8 +91,9 @@ LABELS: dict[str, str] = {
 }
 # Compared only between teams: a solo agent is paid (w_q + w_c)·quality, a team w_q·quality + w_c·consistency.
 TEAM_ONLY_METRICS: tuple[str, ...] = ("team_return",)
-# The headline: what the seeds' three conditions share, compared pairwise (paired by task and seed).
-HEADLINE_CONDITIONS: tuple[str, ...] = ("trained", "untrained", "single")
+# The headline: what the seeds' three conditions share, compared pairwise (paired by task and seed), and the one agent
+# with the team's sampling budget where the study ran it (a team that only samples more is not coordinating).
+HEADLINE_CONDITIONS: tuple[str, ...] = ("trained", "untrained", "single", "single_best_of_n")
 HEADLINE_METRICS: tuple[str, ...] = (
     "quality",
     "pass_rate",
@@ -115,6 +116,7 @@ CONDITION_ORDER = (
     "sequential_pipeline",
     "one_round_discussion",
     "single",
+    "single_best_of_n",
     "single_oneshot",
 )
 ENV_ORDER = ENV_NAMES  # the registry's order; envs it does not know sort after them
@@ -390,9 +392,10 @@ def compare_pair(
 
 
 def three_way(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The headline: per env and team size, the seeds' three conditions (:data:`HEADLINE_CONDITIONS`, those present)
-    on what they share (:data:`HEADLINE_METRICS`), each condition's mean [95 % CI] and every pair's difference
-    ``a − b`` [95 % CI], p (paired by task and seed). Team return is compared only between teams.
+    """The headline: per env and team size, the seeds' three conditions and ``single_best_of_n``
+    (:data:`HEADLINE_CONDITIONS`, those present) on what they share (:data:`HEADLINE_METRICS`), each condition's mean
+    [95 % CI] and every pair's difference ``a − b`` [95 % CI], p (paired by task and seed). Team return is compared
+    only between teams.
 
     Returns one record per (env, team size, metric): ``{"env", "team_size", "metric", "means": {condition: MeanCI},
     "pairs": {(a, b): Comparison}}``; a size where fewer than two of the conditions ran is left out.

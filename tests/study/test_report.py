@@ -549,6 +549,34 @@ def test_the_three_way_headline_pairs_by_task_and_seed_and_keeps_team_return_bet
     assert "| trained − untrained | trained − single | untrained − single |" in text
 
 
+def test_the_headline_sets_the_trained_team_against_single_and_single_best_of_n(tmp_path: Path) -> None:
+    """Where the study ran the one agent with the team's sampling budget (coding), the headline shows the trained team
+    against it beside ``single``, paired by task and seed, and team return stays between teams."""
+    coding = [r for r in synthetic_rows() if r["env"] == "coding"]
+    # The best-of-n agent: single's episodes with a higher pass rate (+0.1 on every task and seed).
+    best = [{**r, "condition": "single_best_of_n", "key": r["key"].replace("single/", "single_best_of_n/"),
+             "pass_rate": r["pass_rate"] + 0.1} for r in coding if r["condition"] == "single"]
+    rows = coding + best
+    records = {(r["team_size"], r["metric"]): r for r in report.three_way(rows)}
+    pass_rate = records[(2, "pass_rate")]
+    assert list(pass_rate["means"]) == ["trained", "untrained", "single", "single_best_of_n"]
+    result = pass_rate["pairs"][("trained", "single_best_of_n")]
+    single = pass_rate["pairs"][("trained", "single")]
+    assert result.test == "paired t" and result.n_a == 6
+    assert result.diff == pytest.approx(single.diff - 0.1)
+    assert pass_rate["pairs"][("single", "single_best_of_n")].diff == pytest.approx(-0.1)
+    assert set(records[(2, "team_return")]["pairs"]) == {("trained", "untrained")}
+    md = render.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
+    assert "## Headline: trained vs untrained vs single vs single_best_of_n (mean" in md
+    assert "| trained − single | trained − single_best_of_n |" in md
+    assert "coding, team size 2 (episodes: trained 6, untrained 6, single 6, single_best_of_n 6):" in md
+    head = report.headline(rows)
+    assert "single_best_of_n" in head["baselines"] and head["primary"] == "untrained"
+    # Without it, the headline is the seeds' three, as before.
+    assert "## Headline: trained vs untrained vs single (mean" in render.build_report(
+        tmp_path / "seeds", rows=coding).read_text(encoding="utf-8")
+
+
 def test_a_size_without_a_trained_team_compares_the_others_and_pools_only_where_both_ran(tmp_path: Path) -> None:
     rows = [r for r in synthetic_rows() if not (r["condition"] == "trained" and r["team_size"] == 3)]
     records = [r for r in report.three_way(rows) if r["team_size"] == 3]
