@@ -68,10 +68,12 @@ class BestOfN:
         groups = [completions[start:start + n] for start, n in spans]
         choosing = [i for i, (_, n) in enumerate(spans) if n > 1]
         texts = {i: [_text(c) for c in groups[i]] for i in choosing}
-        # Each choice waits on the sandbox: run them side by side, as the runner steps sandboxed envs.
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(choosing))), thread_name_prefix="best-of-n") as pool:
-            choices = dict(zip(choosing, pool.map(lambda i: self.choose(requests[i], texts[i]), choosing),
-                               strict=True))
+        choices: dict[int, CandidateChoice] = {}
+        if choosing:
+            # Each choice waits on the sandbox: run them side by side, as the runner steps sandboxed envs.
+            with ThreadPoolExecutor(max_workers=min(16, len(choosing)), thread_name_prefix="best-of-n") as pool:
+                choices = dict(zip(choosing, pool.map(lambda i: self.choose(requests[i], texts[i]), choosing),
+                                   strict=True))
         replies: list[Completion] = []
         for i, group in enumerate(groups):
             if i not in choices:
