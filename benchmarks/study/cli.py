@@ -251,6 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if design.missing_teams:
         print(f"[study] note: no trained team for {_team_names(design.missing_teams)}: the trained condition is left "
               "out there; the other conditions play those cells", flush=True)
+    for condition in design.conditions:
+        left_out = [env for env in design.envs if not CONDITIONS[condition].plays(env)]
+        if left_out:
+            print(f"[study] note: {condition} plays only {list(CONDITIONS[condition].envs or ())}: its "
+                  f"{', '.join(left_out)} cells are left out", flush=True)
     team_dirs = teams.prepare(pending) if pending else {}
     started = time.perf_counter()
     turn_budgets = {condition: design.turn_budget(condition) for condition in design.conditions}

@@ -101,6 +101,20 @@ def test_pairs_set_episodes_per_cell_by_team_size():
     assert design.cell_episodes is None and design.episodes == 60
 
 
+def test_single_best_of_n_runs_from_the_command_line_in_coding_only(tmp_path, capsys):
+    argv = ["--conditions", "single", "single_best_of_n", "--sizes", "2", "--pairs", "1", "--tasks", "1",
+            "--max-turns", "1", *SCRIPTED, "--out", str(tmp_path)]
+    assert main(argv) == 0
+    rows = logged(tmp_path)
+    assert sorted((r["env"], r["condition"]) for r in rows) == [
+        ("coding", "single"), ("coding", "single_best_of_n"), ("writing", "single")]
+    best = next(r for r in rows if r["condition"] == "single_best_of_n")
+    assert best["candidates_per_turn"] == 2 and len(best["selections"]) == 1
+    out = capsys.readouterr().out
+    assert "note: single_best_of_n plays only ['coding']: its writing cells are left out" in out
+    assert "| metric | single | single_best_of_n | single − single_best_of_n |" in out
+
+
 def test_the_end_quorum_reaches_every_env_and_condition(tmp_path):
     design, _ = design_from_args(build_parser().parse_args(["--preset", "smoke", "--end-quorum", "half"]))
     assert all(design.env_kwargs_for(env, condition, 2)["end_quorum"] == "half"
