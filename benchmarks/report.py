@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m llm_marl_benchmarks.report DIR`` (the study's report builder, by its benchmark name)."""
-    from llm_marl_benchmarks.study.report import main as report_main
+    from llm_marl_benchmarks.study.render import main as report_main
 
     return int(report_main(argv) or 0)
 

@@ -4,8 +4,10 @@ Conditions (``--conditions``): ``trained`` (the CTDE-trained team: one LoRA adap
 each agent acting on its own observation), ``single`` (one agent does everything, with the same turn budget, feedback
 and endings as the teams) and ``untrained`` (the same team size, prompt-based multi-turn collaboration, no learning)
 — the seeds' three — plus ``base`` (the trained team's own prompts with the adapters off: what training alone
-changed), ``single_oneshot`` (MAGRPO's one-turn single agent), ``naive_concatenation``, ``sequential_pipeline`` and
-``one_round_discussion``. Every multi-turn condition plays the same turn budget (``--max-turns``, 4). Defaults
+changed), ``single_oneshot`` (MAGRPO's one-turn single agent), ``single_best_of_n`` (coding: ``single`` sampling as
+many candidates a turn as the team has agents, sending the one that passes the most visible tests),
+``naive_concatenation``, ``sequential_pipeline`` and ``one_round_discussion``. Every multi-turn condition plays the
+same turn budget (``--max-turns``, 4). Defaults
 reproduce the design: 6,000 episodes over both envs × team sizes {2, 3, 4} × conditions × held-out tasks × seeds.
 The trained condition needs ``--adapters DIR`` (team directories written by ``llm-marl train``, one per env and team
 size; ``builtin``: the shipped teams, and a size none ships plays without the trained condition) or ``--train``
@@ -61,6 +63,7 @@ from llm_marl_benchmarks.study.execution import (
     run_local,
     run_ray,
 )
+from llm_marl_benchmarks.study.report import precisions
 from llm_marl_envs.core.termination import END_QUORUMS
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
@@ -138,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ray-gpus-per-task", type=float, default=0.0)
     run.add_argument("--no-report", action="store_true", help="log episodes only; build the report later")
     run.add_argument("--json", type=Path, default=None, metavar="PATH",
-                     help="write the run's figures (episodes/min, projected full-design wall-clock) as JSON")
+                     help="write the run's figures (episodes/min, projected full-design wall-clock, the precision the "
+                          "policies ran in) as JSON")
     return parser
 
 
@@ -247,6 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if design.missing_teams:
         print(f"[study] note: no trained team for {_team_names(design.missing_teams)}: the trained condition is left "
               "out there; the other conditions play those cells", flush=True)
+    for condition in design.conditions:
+        left_out = [env for env in design.envs if not CONDITIONS[condition].plays(env)]
+        if left_out:
+            print(f"[study] note: {condition} plays only {list(CONDITIONS[condition].envs or ())}: its "
+                  f"{', '.join(left_out)} cells are left out", flush=True)
     team_dirs = teams.prepare(pending) if pending else {}
     started = time.perf_counter()
     turn_budgets = {condition: design.turn_budget(condition) for condition in design.conditions}
@@ -256,9 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     batches = make_batches(pending, batch_size, team_dirs, design, args.batching,
                            max_rows=policy.generate_rows if args.batching == "policy" else None)
 
+    played: list[dict[str, Any]] = []
+
     def on_rows(rows: list[dict[str, Any]]) -> None:
         fresh = [row for row in rows if row["key"] not in log.rows]
         log.append(fresh)
+        played.extend(fresh)
         if args.ray_address:  # remote batches report no turns: their episodes count when their rows arrive
             progress.episodes_logged([turn_budgets[row["condition"]] for row in fresh],
                                      " + ".join(dict.fromkeys(f"{r['env']} {r['condition']}" for r in fresh)))
@@ -270,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_local(batches, design, policy, on_rows, on_turn=progress.on_turn)
     elapsed = time.perf_counter() - started
     progress.close()
-    figures = _figures(len(pending), elapsed, design)
+    figures = {**_figures(len(pending), elapsed, design), "precision": precisions(played)}
     print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
           f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
           f"{_eta(figures['projected_full_design_s'])} at this pace)", flush=True)
@@ -283,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({**figures, "config_hash": digest, "out": str(out)}, indent=2) + "\n")
     if not args.no_report:
-        from llm_marl_benchmarks.study.report import build_report, print_headline
+        from llm_marl_benchmarks.study.render import build_report, print_headline
 
         report = build_report(out)
         print_headline(list(log.rows.values()))

@@ -7,9 +7,13 @@ the first cells), or ``cell_episodes`` fixes them per team size; episode ``j`` o
 with seed ``seed + j // K`` — so the same (env, size, task, seed) is played under every condition, which is what
 lets the report pair episodes across conditions.
 
-Same footing: every multi-turn condition (``trained``, ``base``, ``untrained`` and the one agent of ``single``) plays
-the same turn budget (``max_turns``, 4 by default) with the env's feedback and endings (a team or an agent may end
-before the budget). ``single_oneshot`` is MAGRPO's one-shot single agent (one turn), kept as a named baseline.
+Same footing: every multi-turn condition (``trained``, ``base``, ``untrained`` and the one agent of ``single`` and
+``single_best_of_n``) plays the same turn budget (``max_turns``, 4 by default) with the env's feedback and endings (a
+team or an agent may end before the budget). ``single_oneshot`` is MAGRPO's one-shot single agent (one turn), kept as
+a named baseline. ``single_best_of_n`` is ``single`` sampling as many candidates a turn as the cell's team has agents,
+of which it sends the one passing the most visible tests (:mod:`llm_marl_envs.envs.coding.selection`): about the
+team's completion tokens, so a team that only samples more is not credited with coordinating. It needs visible tests,
+so it plays the coding env only (its writing cells are left out of the plan).
 
 The single-agent conditions are listed under each team size they are compared with: their episodes there are
 independent replicates (one agent whatever the size), so every comparison has the same number of episodes on both
@@ -45,6 +49,11 @@ class Condition:
     prompts)."""
     trained: bool
     description: str
+    best_of_n: bool = False
+    """Whether its agent samples as many candidates a turn as the cell's team has agents and sends the one passing the
+    most visible tests (the study's execution does the sampling and the choice)."""
+    envs: tuple[str, ...] | None = None
+    """The envs it can play (``None``: every env); its cells in other envs are left out of the plan."""
 
     @property
     def single_agent(self) -> bool:
@@ -52,6 +61,15 @@ class Condition:
         from llm_marl_baselines.collaboration import get_baseline
 
         return get_baseline(self.baseline).single_agent
+
+    def candidates(self, team_size: int) -> int:
+        """Candidates its agents sample a turn in a cell of ``team_size``: the team's size for a best-of-n condition
+        (its completion tokens then match the team's), else 1."""
+        return team_size if self.best_of_n else 1
+
+    def plays(self, env: str) -> bool:
+        """Whether the condition has cells in ``env``."""
+        return self.envs is None or env in self.envs
 
 
 CONDITIONS: dict[str, Condition] = {
@@ -75,11 +93,16 @@ CONDITIONS: dict[str, Condition] = {
                   "untrained agents draft, see the teammates' drafts once, revise"),
         Condition("single_oneshot", "single_agent", False,
                   "MAGRPO's single-agent baseline: one untrained agent answers the whole task in one turn"),
+        Condition("single_best_of_n", "single_agent_multiturn", False,
+                  "single (same turns, feedback and endings) sampling as many candidates a turn as the team has "
+                  "agents; it sends the one passing the most visible tests (ties: the first): the team's compute, "
+                  "no coordination", best_of_n=True, envs=("coding",)),
     )
 }
 """Every condition a study can run. The seeds' three are ``trained``, ``single`` and ``untrained``; ``base`` is the
 ablation that isolates training (``untrained`` differs from ``trained`` in prompts and visibility as well);
-``single_oneshot`` is the one-turn single agent MAGRPO compares with."""
+``single_oneshot`` is the one-turn single agent MAGRPO compares with; ``single_best_of_n`` the one agent with the
+team's sampling budget (coding only)."""
 
 SEEDS_CONDITIONS: tuple[str, ...] = ("trained", "single", "untrained")
 
@@ -178,6 +201,11 @@ class StudyDesign:
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: listed twice in {list(values)}")
         if not self.cells():
+            offside = [c for c in self.conditions if not any(CONDITIONS[c].plays(e) for e in self.envs)]
+            if offside:
+                raise ValueError("conditions: " + "; ".join(f"{c} plays only {list(CONDITIONS[c].envs or ())}"
+                                                            for c in offside)
+                                 + f", not {list(self.envs)}: no cell to play; add an env or another condition")
             raise ValueError(f"missing_teams: {list(self.missing_teams)} leaves no cell to play (only 'trained' was "
                              "asked for); add another condition or give the teams")
         if self.cell_episodes is not None:
@@ -210,13 +238,14 @@ class StudyDesign:
     # ---------------------------------------------------------------------------------------------------- the plan
     def cells(self) -> list[tuple[str, int, str]]:
         """Every (env, team size, condition) played, in plan order (``trained`` left out where its team is
-        missing)."""
+        missing, a condition left out of the envs it does not play)."""
         missing = set(self.missing_teams)
         return [(e, s, c) for e in self.envs for s in self.team_sizes for c in self.conditions
-                if not (CONDITIONS[c].trained and (e, s) in missing)]
+                if not (CONDITIONS[c].trained and (e, s) in missing) and CONDITIONS[c].plays(e)]
 
     def skipped_cells(self) -> list[tuple[str, int, str]]:
-        """The (env, team size, condition) cells left out for lack of a trained team."""
+        """The (env, team size, condition) cells left out: for lack of a trained team, or in an env the condition
+        does not play."""
         played = set(self.cells())
         return [(e, s, c) for e in self.envs for s in self.team_sizes for c in self.conditions
                 if (e, s, c) not in played]
@@ -272,6 +301,7 @@ class StudyDesign:
                     num_agents=1 if CONDITIONS[condition].single_agent else size,
                     task=task,
                     seed=seed,
+                    candidates=CONDITIONS[condition].candidates(size),
                 ))
         return planned
 
@@ -306,6 +336,13 @@ class PlannedEpisode:
     num_agents: int
     task: str
     seed: int
+    candidates: int = 1
+    """Candidates each agent samples a turn (a best-of-n condition: the team's size; else 1)."""
+
+    @property
+    def rows(self) -> int:
+        """The rows of a turn's generate call this episode takes: a row per agent and candidate."""
+        return self.num_agents * self.candidates
 
 
 PRESETS: dict[str, dict[str, Any]] = {

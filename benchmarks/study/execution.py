@@ -28,6 +28,7 @@ from typing import Any
 
 from llm_marl_baselines.collaboration import draft_part
 from llm_marl_benchmarks.progress import LockstepTurn
+from llm_marl_benchmarks.study.best_of_n import BestOfN, BestOfNReply, coding_chooser
 from llm_marl_benchmarks.study.design import CONDITIONS, PlannedEpisode, StudyDesign
 
 BATCHING: dict[str, str] = {
@@ -109,7 +110,8 @@ def make_batches(
     ``batching="policy"``: a group is one env, one model (the base model, or one trained team) and one token budget
     (``design.token_budget``; without a design, every condition of an env shares one); ``"condition"``: one
     condition and env (and team) per group. Capping agents rather than episodes alone keeps a turn's call full
-    whatever the team size: 64 rows are 64 single agents, 32 pairs or 16 teams of four.
+    whatever the team size: 64 rows are 64 single agents, 32 pairs or 16 teams of four (a best-of-n agent takes a row
+    per candidate: :attr:`~llm_marl_benchmarks.study.design.PlannedEpisode.rows`).
     """
     if batching not in BATCHING:
         raise ValueError(f"batching: expected one of {tuple(BATCHING)}, got {batching!r}")
@@ -128,7 +130,7 @@ def make_batches(
     for (env, team, *_), episodes in groups.items():
         current: list[PlannedEpisode] = []
         for episode in episodes:
-            rows = sum(e.num_agents for e in current) + episode.num_agents
+            rows = sum(e.rows for e in current) + episode.rows
             if current and (len(current) == batch_size or (max_rows is not None and rows > max_rows)):
                 batches.append(Batch(env, tuple(current), team))
                 current = []
@@ -147,8 +149,27 @@ _POLICIES: dict[Any, Any] = {}
 """Policies built in this process, by spec (a Ray worker process serves many batches with one model load)."""
 
 
-def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> Any:
-    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch."""
+NO_PRECISION: dict[str, str | None] = {"dtype": None, "device": None}
+"""The precision of a policy with no local weights (scripted; an endpoint, whose server decides)."""
+
+
+def model_precision(models: Iterable[Any]) -> dict[str, str | None]:
+    """``{"dtype", "device"}`` the weights of ``models`` (torch modules: a local model, a team's peft models) sit in,
+    read from each input embedding (frozen base weights: LoRA adapters stay float32 whatever the base's precision);
+    several models that differ give every distinct value joined by ``+``."""
+    dtypes, devices = set(), set()
+    for model in models:
+        weight = model.get_input_embeddings().weight
+        dtypes.add(str(weight.dtype).removeprefix("torch."))
+        devices.add(str(weight.device))
+    if not dtypes:
+        return dict(NO_PRECISION)
+    return {"dtype": "+".join(sorted(dtypes)), "device": "+".join(sorted(devices))}
+
+
+def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> tuple[Any, dict[str, str | None]]:
+    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
+    precision its weights run in (:func:`model_precision`; every log row records it)."""
     from llm_marl_baselines.prompt_store import PromptStore
 
     # A store per batch: turns reuse their batch's earlier prompts and nothing else, so what a batch samples does not
@@ -164,7 +185,9 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
             adapters = {role: Path(team_dir) / folder for role, folder in manifest.roles.items()}
             _POLICIES[key] = TeamModel.load(list(manifest.roles), manifest.base_model, dtype=spec.dtype,
                                             adapters=adapters, max_batch_rows=spec.generate_rows)
-        return _POLICIES[key].as_rollout_policy(settings, logprobs=False, prompt_store=store)
+        team = _POLICIES[key]
+        return (team.as_rollout_policy(settings, logprobs=False, prompt_store=store),
+                model_precision(team.model_of(agent) for agent in team.agents))
     key = ("base", spec)
     if key not in _POLICIES:
         from llm_marl_baselines.policies import make_policy
@@ -180,8 +203,8 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> An
             _POLICIES[key] = make_policy("scripted")
     policy = _POLICIES[key]
     if spec.kind == "local":
-        return _CountedLocal(policy, settings, store)
-    return policy.as_rollout_policy(settings, records=False)
+        return _CountedLocal(policy, settings, store), model_precision([policy.loaded.model])
+    return policy.as_rollout_policy(settings, records=False), dict(NO_PRECISION)
 
 
 @dataclass(frozen=True)
@@ -222,7 +245,10 @@ def run_batch(
     budget = max(design.token_budget(e.env, e.condition, e.team_size) for e in batch.episodes)
     settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p, max_new_tokens=budget,
                                   seed=_stable_seed(first.key))
-    policy_fn = _rollout_policy(policy, batch.team_dir, settings)
+    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings)
+    best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
+    # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick.
+    policy_fn = BestOfN(model_fn, best_of_n, coding_chooser(envs)) if best_of_n else model_fn
     turns = _TurnCounter(batch, envs, [design.turn_budget(e.condition) for e in batch.episodes], on_turn)
     start = time.perf_counter()
     ended: dict[int, float] = {}
@@ -238,13 +264,13 @@ def run_batch(
     finally:
         for env in envs:
             env.close()
-        store = getattr(policy_fn, "prompt_store", None)
+        store = getattr(model_fn, "prompt_store", None)
         if store is not None:
             PROMPT_TOKENS["prompt"] += store.prompt_tokens
             PROMPT_TOKENS["prefilled"] += store.prefilled_tokens
     worker = f"{os.uname().nodename}:{os.getpid()}"
     return [
-        episode_row(planned, trajectory, design, ended.get(i, time.perf_counter()) - start, worker)
+        episode_row(planned, trajectory, design, ended.get(i, time.perf_counter()) - start, worker, precision)
         for i, (planned, trajectory) in enumerate(zip(batch.episodes, trajectories, strict=True))
     ]
 
@@ -291,9 +317,17 @@ class _TurnCounter:
 
 
 def episode_row(
-    planned: PlannedEpisode, trajectory: Any, design: StudyDesign, wall_time_s: float, worker: str = ""
+    planned: PlannedEpisode, trajectory: Any, design: StudyDesign, wall_time_s: float, worker: str = "",
+    precision: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The log row of one episode: what the report reads, plus the texts (final drafts) for inspection.
+
+    ``dtype`` and ``device``: the precision the policy's weights ran in (``precision``, from
+    :func:`model_precision`; ``None`` for a policy without local weights). A published figure can hold in one
+    precision and not in another (sampling differs), so every row says which it was played in.
+
+    ``candidates_per_turn``: the candidates the agent sampled a turn (1 but for ``single_best_of_n``), and for a
+    best-of-n episode ``selections``: per turn, the visible tests each candidate passed and the one sent.
 
     The three consistency columns: ``consistency_similarity`` is the mean pairwise similarity of the agents' final
     contributions (MiniLM cosine clipped to [0, 1] with the default backend: the seeds' resemblance measure),
@@ -356,21 +390,30 @@ def episode_row(
         "texts": drafts,
         "wall_time_s": round(wall_time_s, 3),
         "worker": worker,
+        "candidates_per_turn": planned.candidates,
+        "selections": ([{"turn": step.turn, "chosen": step.generation.chosen,
+                         "visible_passed": list(step.generation.visible_passed)}
+                        for step in trajectory.steps if isinstance(step.generation, BestOfNReply)]
+                       if planned.candidates > 1 else None),
+        "dtype": (precision or NO_PRECISION).get("dtype"),
+        "device": (precision or NO_PRECISION).get("device"),
     }
 
 
 def token_counts(steps: Sequence[Any]) -> tuple[int | None, int | None]:
     """``(critical path, total)`` completion tokens of an episode's steps: per turn the longest reply among the agents
-    who acted (teammates write in parallel), summed over turns; and every reply summed. ``(None, None)`` when a
-    step's reply has no token ids (a plain string, or a record without ``completion_ids``)."""
+    who acted (teammates write in parallel), summed over turns; and every reply summed. A best-of-n step counts every
+    candidate it sampled (its rows are sampled in parallel too: the longest is its latency, all are its compute).
+    ``(None, None)`` when a step's reply has no token ids (a plain string, or a record without ``completion_ids``)."""
     longest: dict[int, int] = {}
     total = 0
     for step in steps:
-        ids = getattr(step.generation, "completion_ids", None)
-        if ids is None:
+        replies = step.generation.candidates if isinstance(step.generation, BestOfNReply) else (step.generation,)
+        lengths = [getattr(reply, "completion_ids", None) for reply in replies]
+        if any(ids is None for ids in lengths):
             return None, None
-        longest[step.turn] = max(longest.get(step.turn, 0), len(ids))
-        total += len(ids)
+        longest[step.turn] = max(longest.get(step.turn, 0), *(len(ids) for ids in lengths))
+        total += sum(len(ids) for ids in lengths)
     return sum(longest.values()), total
 
 

@@ -182,6 +182,35 @@ def test_a_team_size_without_a_trained_team_plays_every_other_condition():
         small_design(conditions=("trained",), team_sizes=(2,), missing_teams=(("writing", 2), ("coding", 2)))
 
 
+def test_single_best_of_n_plays_coding_only_with_the_teams_turns_and_sampling_budget():
+    """One agent with ``single``'s turns, feedback, endings and reply budget, sampling as many candidates a turn as
+    the cell's team has agents: its completion tokens a turn match the team's. It needs visible tests, so its writing
+    cells are left out (and said to be); a design where it has no cell at all is refused by name."""
+    from llm_marl_benchmarks.study.execution import make_batches
+
+    design = small_design(team_sizes=(2, 3, 4), conditions=("untrained", "single", "single_best_of_n"),
+                          cell_episodes={2: 2, 3: 2, 4: 2})
+    cells = Counter((e.env, e.team_size, e.condition) for e in design.plan())
+    assert not any(env == "writing" and c == "single_best_of_n" for env, _, c in cells)
+    assert all(cells[("coding", size, "single_best_of_n")] == 2 for size in (2, 3, 4))
+    assert design.skipped_cells() == [("writing", size, "single_best_of_n") for size in (2, 3, 4)]
+    best = CONDITIONS["single_best_of_n"]
+    assert best.single_agent and best.best_of_n and not best.trained and not CONDITIONS["single"].best_of_n
+    assert design.env_kwargs_for("coding", "single_best_of_n", 3) == design.env_kwargs_for("coding", "single", 3)
+    assert design.turn_budget("single_best_of_n") == design.turn_budget("single") == design.turn_budget("untrained")
+    for size in (2, 3, 4):
+        assert design.token_budget("coding", "single_best_of_n", size) == design.token_budget("coding", "single", size)
+        assert (size * design.token_budget("coding", "single_best_of_n", size)
+                == size * design.token_budget("coding", "untrained", size))
+    episodes = [e for e in design.plan() if e.condition == "single_best_of_n"]
+    assert [(e.num_agents, e.candidates, e.rows) for e in episodes] == [(1, s, s) for s in (2, 2, 3, 3, 4, 4)]
+    # A lockstep batch holds at most max_rows generate rows: a best-of-4 agent takes four.
+    batches = make_batches(episodes, 64, {}, design, max_rows=4)
+    assert [[e.team_size for e in b.episodes] for b in batches] == [[2, 2], [3], [3], [4], [4]]
+    with pytest.raises(ValueError, match=r"single_best_of_n plays only \['coding'\]"):
+        small_design(envs=("writing",), conditions=("single_best_of_n",))
+
+
 @pytest.mark.parametrize(
     ("cell_episodes", "message"),
     [({2: 5}, "each team size"), ({2: 5, 3: 0}, r"cell_episodes\[3\]"), ({2: 5, 3: 2, 4: 1}, "each team size")],

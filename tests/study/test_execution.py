@@ -104,6 +104,49 @@ def test_a_mixed_batch_plays_each_episode_under_its_own_condition_and_reports_ev
     assert all(row["critical_path_tokens"] is None and row["completion_tokens"] is None for row in rows)
 
 
+# ------------------------------------------------------------------------------------------------------- precision
+def _tiny_model():
+    """The tiny random-weight Llama of the baseline tests (a real transformers model, no hub)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
+    from baseline_helpers import tiny_model
+
+    return tiny_model(seed=0)
+
+
+def test_rows_record_the_dtype_and_device_the_local_model_ran_in(tmp_path):
+    """A real local model (the tiny Llama saved as a folder) played in bfloat16, then in float32: each batch's rows
+    say which, read from the loaded weights; a scripted policy has no weights, so its rows record none."""
+    loaded = _tiny_model()
+    loaded.model.save_pretrained(tmp_path / "tiny")
+    loaded.tokenizer.save_pretrained(tmp_path / "tiny")
+    study = design(envs=("coding",), conditions=("single",), cell_episodes={2: 1}, tasks=1, max_turns=1,
+                   max_new_tokens=4)
+    (batch,) = make_batches(study.plan(), 8, {}, study)
+    for dtype in ("bfloat16", "float32"):
+        rows = run_batch(batch, study, PolicySpec(kind="local", model=str(tmp_path / "tiny"), dtype=dtype))
+        assert [(row["dtype"], row["device"]) for row in rows] == [(dtype, "cpu")]
+    rows = run_batch(batch, study, PolicySpec(kind="scripted"))
+    assert [(row["dtype"], row["device"]) for row in rows] == [(None, None)]
+
+
+def test_a_teams_precision_is_its_base_models_not_its_adapters():
+    """LoRA adapters stay float32 on a bfloat16 base: the team runs in bfloat16, and that is what rows record."""
+    import torch
+
+    from llm_marl_benchmarks.study.execution import model_precision
+    from llm_marl_trainers.generation import TeamModel
+
+    loaded = _tiny_model()
+    loaded.model.to(torch.bfloat16)
+    team = TeamModel(loaded, ["aux", "main"])
+    adapter_dtypes = {p.dtype for agent in team.agents for p in team.adapter_parameters(agent)}
+    assert adapter_dtypes == {torch.float32}
+    assert model_precision(team.model_of(agent) for agent in team.agents) == {"dtype": "bfloat16", "device": "cpu"}
+
+
 # -------------------------------------------------------------------------------------------- critical-path tokens
 def step(agent: str, turn: int, tokens: int | None) -> AgentStep:
     generation = None if tokens is None else Generation(text="x", completion_ids=tuple(range(tokens)))
@@ -168,11 +211,12 @@ def test_each_batch_of_the_local_model_gets_its_own_prompt_store_unless_reuse_is
     from llm_marl_benchmarks.study.cli import _policy_spec, build_parser
 
     settings = GenerationSettings(max_new_tokens=8)
+    tiny = _tiny_model()  # its weights say the policy's precision
     for reuse in (True, False):
         spec = PolicySpec(kind="local", reuse_prompts=reuse)
         # An already-built local policy stands in for the model load (the slow main-preset test loads the real one).
-        monkeypatch.setitem(execution._POLICIES, ("base", spec), SimpleNamespace(share_prefix=True))
-        first, second = (execution._rollout_policy(spec, None, settings) for _ in range(2))
+        monkeypatch.setitem(execution._POLICIES, ("base", spec), SimpleNamespace(share_prefix=True, loaded=tiny))
+        first, second = (execution._rollout_policy(spec, None, settings)[0] for _ in range(2))
         if reuse:
             assert first.prompt_store is not None and second.prompt_store is not None
             assert first.prompt_store is not second.prompt_store
@@ -186,10 +230,10 @@ def test_each_batch_of_the_local_model_gets_its_own_prompt_store_unless_reuse_is
 
     built: list[dict] = []
     monkeypatch.setattr(policies, "make_policy",
-                        lambda kind, **kwargs: built.append(kwargs) or SimpleNamespace(share_prefix=True))
+                        lambda kind, **kwargs: built.append(kwargs) or SimpleNamespace(share_prefix=True, loaded=tiny))
     spec = PolicySpec(kind="local", model="elsewhere")
     monkeypatch.setattr(execution, "_POLICIES", {})
-    assert execution._rollout_policy(spec, None, settings).prompt_store is not None
+    assert execution._rollout_policy(spec, None, settings)[0].prompt_store is not None
     assert built == [{"model": "elsewhere", "dtype": spec.dtype, "batch_size": spec.generate_rows,
                       "reuse_prompts": False}]
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from llm_marl_benchmarks.study import report
+from llm_marl_benchmarks.study import render, report
 
 TASKS = ("t0", "t1", "t2")
 SEEDS = (0, 1)
@@ -122,7 +122,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One report over the damaged synthetic log, shared by the checks below (plots are the slow part)."""
     out = tmp_path_factory.mktemp("study")
     write_log(out / "episodes.jsonl")
-    assert report.build_report(out) == out / "report.md"
+    assert render.build_report(out) == out / "report.md"
     return out
 
 
@@ -339,14 +339,14 @@ def test_headline_by_hand() -> None:
     # The seeds' figures sit next to ours.
     assert by["turns"]["paper_value"] == 3.1 and by["consistency_similarity"]["paper_value"] == 19.4
     assert by["pass_rate"]["paper_value"] == 21.7
-    table = report.format_headline(head)
+    table = render.format_headline(head)
     assert "trained vs untrained" in table and "3.1x fewer" in table and "3.00x fewer" in table
     assert table.index("similarity") < table.index("contribution") < table.index("duplication")
 
 
 def test_the_printed_headline_is_differences_with_cis_and_p_per_env() -> None:
     rows = synthetic_rows()
-    text = report.format_effects(rows)
+    text = render.format_effects(rows)
     assert "writing:" in text and "coding:" in text and "n/a" not in text
     # Team return, writing, trained vs untrained, paired over 2 sizes x 3 tasks x 2 seeds: d = 0.5 − 0.05·s.
     diffs = [0.5 - 0.05 * s for _size in SIZES for _t in range(3) for s in SEEDS]
@@ -364,7 +364,7 @@ def test_the_printed_headline_is_differences_with_cis_and_p_per_env() -> None:
     # Every pair differing by the same amount: the difference and its (zero-width) interval, no p.
     equal = [{**r, "quality": 0.9 if r["condition"] == "trained" else 0.7} for r in rows
              if r["condition"] != "single"]
-    line = next(row for row in report.format_effects(equal).splitlines() if row.startswith("| quality"))
+    line = next(row for row in render.format_effects(equal).splitlines() if row.startswith("| quality"))
     assert "0.700 → +0.200 [+0.200, +0.200], every pair equal" in line
 
 
@@ -384,7 +384,7 @@ def test_only_writing_one_size_and_a_missing_condition(tmp_path: Path) -> None:
         for r in synthetic_rows()
         if r["env"] == "writing" and r["team_size"] == 2 and r["condition"] != "untrained"
     ]
-    path = report.build_report(tmp_path, rows=rows)
+    path = render.build_report(tmp_path, rows=rows)
     md = path.read_text(encoding="utf-8")
     assert (tmp_path / "bars_writing.png").exists() and (tmp_path / "scatter_writing.png").exists()
     assert not (tmp_path / "bars_coding.png").exists()
@@ -403,7 +403,7 @@ def test_only_writing_one_size_and_a_missing_condition(tmp_path: Path) -> None:
 
 def test_no_trained_condition_still_reports(tmp_path: Path) -> None:
     rows = [r for r in synthetic_rows() if r["condition"] != "trained" and r["env"] == "coding"]
-    md = report.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
+    md = render.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
     assert "No `trained` episodes" in md
     assert read_csv(tmp_path / "tests.csv") == []  # header only
     assert (tmp_path / "tests.csv").read_text(encoding="utf-8").startswith("env,team_size,metric")
@@ -416,7 +416,7 @@ def test_zero_variance_comparison_is_reported_as_undefined(tmp_path: Path) -> No
         for r in synthetic_rows()
         if r["condition"] != "single" and r["env"] == "writing"
     ]
-    report.build_report(tmp_path, rows=rows)
+    render.build_report(tmp_path, rows=rows)
     turns = [r for r in read_csv(tmp_path / "tests.csv") if r["metric"] == "turns"]
     assert turns and all(r["t"] == "" and r["significant"] == "" and "zero variance" in r["note"] for r in turns)
     assert "n/a (zero variance" in (tmp_path / "report.md").read_text(encoding="utf-8")
@@ -424,7 +424,7 @@ def test_zero_variance_comparison_is_reported_as_undefined(tmp_path: Path) -> No
 
 def test_print_headline_and_mixed_configurations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = synthetic_rows()
-    report.print_headline(rows)
+    render.print_headline(rows)
     printed = capsys.readouterr().out
     # Turns differ by exactly −6 in every pair (trained 2, untrained 8, + parity + size − 2): see synthetic rows.
     writing_2 = printed.split("writing, team size 2")[1].split("writing, team size 3")[0]
@@ -434,30 +434,62 @@ def test_print_headline_and_mixed_configurations(tmp_path: Path, capsys: pytest.
     assert "Against the seeds' figures" in printed and "3.1x fewer" in printed
     mixed = [{**r, "config_hash": "other"} if r["condition"] == "single" else r for r in rows]
     mixed = [{**r, "similarity_backend": "tfidf"} for r in mixed]
-    md = report.build_report(tmp_path, rows=mixed).read_text(encoding="utf-8")
+    md = render.build_report(tmp_path, rows=mixed).read_text(encoding="utf-8")
     assert "mixes 2 study configurations" in md
     assert "measured with: tfidf (the seeds used MiniLM)" in md
 
 
+def test_the_precision_the_policies_ran_in_is_shown_and_pooling_two_dtypes_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each row's ``dtype`` and ``device`` reach report.md, the printed headline and the JSON; a log pooling two dtypes
+    is flagged as the log pooling two configurations is (a figure can hold in one precision and not the other)."""
+    rows = [{**r, "dtype": "float32", "device": "cpu"} for r in synthetic_rows() if r["env"] == "writing"]
+    one = tmp_path / "one"
+    md = render.build_report(one, rows=rows).read_text(encoding="utf-8")
+    n = len(rows) // 3
+    assert f"Policies ran in: float32 on cpu: {3 * n} episodes (trained {n}, untrained {n}, single {n})." in md
+    assert "different precisions" not in md
+    assert report.precisions(rows) == [{"dtype": "float32", "device": "cpu", "episodes": 3 * n,
+                                        "conditions": {"trained": n, "untrained": n, "single": n}}]
+    # The trained team in bfloat16, the others in float32: two kinds pooled.
+    mixed = [{**r, "dtype": "bfloat16"} if r["condition"] == "trained" else r for r in rows]
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mixed), encoding="utf-8")
+    assert render.main([str(two), "--json", str(two / "head.json")]) == 0
+    md = (two / "report.md").read_text(encoding="utf-8")
+    assert ("**The log mixes policies run in different precisions (float32 on cpu: 24 episodes (untrained 12, single "
+            "12); bfloat16 on cpu: 12 episodes (trained 12)): figures pool episodes sampled differently") in md
+    assert "the figures pool several precisions" in capsys.readouterr().out
+    head = json.loads((two / "head.json").read_text(encoding="utf-8"))
+    assert [(p["dtype"], p["episodes"]) for p in head["precision"]] == [("float32", 24), ("bfloat16", 12)]
+    # Rows from before rows recorded it (or a scripted policy) say so; beside recorded rows they are one more kind.
+    old = [{k: v for k, v in r.items() if k not in ("dtype", "device")} for r in rows]
+    md = render.build_report(tmp_path / "old", rows=old).read_text(encoding="utf-8")
+    assert "Policies ran in: not recorded (a scripted or endpoint policy" in md and "different precisions" not in md
+    assert report.mixed_dtypes([*old[:n], *rows[n:]]) and not report.mixed_dtypes(old)
+
+
 def test_main_rebuilds_and_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
-    assert report.main([str(missing)]) == 2
+    assert render.main([str(missing)]) == 2
     assert "no episode log" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "episodes.jsonl").write_text("", encoding="utf-8")
-    assert report.main([str(empty)]) == 2
+    assert render.main([str(empty)]) == 2
     assert "no usable episode rows" in capsys.readouterr().err
     torn = tmp_path / "torn"
     torn.mkdir()
     (torn / "episodes.jsonl").write_text('{"condition": "tr', encoding="utf-8")
-    assert report.main([str(torn)]) == 2
+    assert render.main([str(torn)]) == 2
     assert "1 malformed line(s) skipped" in capsys.readouterr().err
     good = tmp_path / "good"
     good.mkdir()
     rows = [r for r in synthetic_rows() if r["env"] == "writing" and r["team_size"] == 2]
     (good / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert report.main([str(good)]) == 0
+    assert render.main([str(good)]) == 0
     out = capsys.readouterr().out
     # Size 2 only: trained turns 2 + parity -> 2.5, untrained 8 + parity -> 8.5; 8.5 / 2.5 = 3.4x fewer.
     assert "trained vs untrained" in out and "3.40x fewer" in out
@@ -486,7 +518,7 @@ def test_echoed_scaffolding_is_logged_or_derived_from_the_logged_parts() -> None
     new = {**episode("trained", "writing", 2, 1, 0), "echoed_scaffolding": 0.0}
     rows = report.clean_rows([old, new]).rows
     assert [r["echoed_scaffolding"] for r in rows] == [0.5, 0.0] and "echoed_scaffolding" not in old
-    assert "echoed_scaffolding" in report.DEGENERACY_METRICS
+    assert "echoed_scaffolding" in render.DEGENERACY_METRICS
 
 
 def test_the_three_way_headline_pairs_by_task_and_seed_and_keeps_team_return_between_teams() -> None:
@@ -510,11 +542,39 @@ def test_the_three_way_headline_pairs_by_task_and_seed_and_keeps_team_return_bet
         "trained", "untrained"}
     # Writing has no pass rate: no row for it there; coding has.
     assert ("writing", 2, "pass_rate") not in records and ("coding", 2, "pass_rate") in records
-    text = report.format_three_way(rows)
+    text = render.format_three_way(rows)
     assert "writing, team size 2 (episodes: trained 6, untrained 6, single 6):" in text
     line = next(r for r in text.split("coding, team size 3")[1].splitlines() if r.startswith("| team return"))
     assert line.count("— (teams only)") == 3  # single's mean, trained − single, untrained − single
     assert "| trained − untrained | trained − single | untrained − single |" in text
+
+
+def test_the_headline_sets_the_trained_team_against_single_and_single_best_of_n(tmp_path: Path) -> None:
+    """Where the study ran the one agent with the team's sampling budget (coding), the headline shows the trained team
+    against it beside ``single``, paired by task and seed, and team return stays between teams."""
+    coding = [r for r in synthetic_rows() if r["env"] == "coding"]
+    # The best-of-n agent: single's episodes with a higher pass rate (+0.1 on every task and seed).
+    best = [{**r, "condition": "single_best_of_n", "key": r["key"].replace("single/", "single_best_of_n/"),
+             "pass_rate": r["pass_rate"] + 0.1} for r in coding if r["condition"] == "single"]
+    rows = coding + best
+    records = {(r["team_size"], r["metric"]): r for r in report.three_way(rows)}
+    pass_rate = records[(2, "pass_rate")]
+    assert list(pass_rate["means"]) == ["trained", "untrained", "single", "single_best_of_n"]
+    result = pass_rate["pairs"][("trained", "single_best_of_n")]
+    single = pass_rate["pairs"][("trained", "single")]
+    assert result.test == "paired t" and result.n_a == 6
+    assert result.diff == pytest.approx(single.diff - 0.1)
+    assert pass_rate["pairs"][("single", "single_best_of_n")].diff == pytest.approx(-0.1)
+    assert set(records[(2, "team_return")]["pairs"]) == {("trained", "untrained")}
+    md = render.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
+    assert "## Headline: trained vs untrained vs single vs single_best_of_n (mean" in md
+    assert "| trained − single | trained − single_best_of_n |" in md
+    assert "coding, team size 2 (episodes: trained 6, untrained 6, single 6, single_best_of_n 6):" in md
+    head = report.headline(rows)
+    assert "single_best_of_n" in head["baselines"] and head["primary"] == "untrained"
+    # Without it, the headline is the seeds' three, as before.
+    assert "## Headline: trained vs untrained vs single (mean" in render.build_report(
+        tmp_path / "seeds", rows=coding).read_text(encoding="utf-8")
 
 
 def test_a_size_without_a_trained_team_compares_the_others_and_pools_only_where_both_ran(tmp_path: Path) -> None:
@@ -527,7 +587,7 @@ def test_a_size_without_a_trained_team_compares_the_others_and_pools_only_where_
     pooled = [r for r in report.compare_conditions(rows)
               if r["team_size"] == report.POOLED and r["condition_b"] == "untrained" and r["env"] == "writing"]
     assert pooled and all(r["test"] == "paired t" and r["n_a"] == 6 for r in pooled)
-    md = report.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
+    md = render.build_report(tmp_path, rows=rows).read_text(encoding="utf-8")
     assert "No `trained` episodes for writing with 3 agents, coding with 3 agents" in md
 
 
@@ -539,5 +599,5 @@ def test_the_turn_distribution_counts_endings_per_condition() -> None:
     assert by["trained"]["counts"] == {1: 0, 2: 3, 3: 3} and by["trained"]["ended_early"] == pytest.approx(0.5)
     assert by["trained"]["end_reasons"] == {"converged": 3, "max_turns": 3} and by["trained"]["mean"] == 2.5
     assert by["untrained"]["ended_early"] == 0.0 and by["untrained"]["budget"] == 3
-    md = report._turns_markdown(rows)
+    md = render._turns_markdown(rows)
     assert "| 2 | trained | 6 | 0 | 3 | 3 |" in md and "50 % (budget 3)" in md

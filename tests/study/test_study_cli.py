@@ -35,8 +35,12 @@ def planned_keys(argv: list[str]) -> set[str]:
 
 def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(tmp_path, capsys):
     argv = ["--preset", "smoke", *SCRIPTED, "--out", str(tmp_path)]
-    assert main(argv) == 0
+    assert main([*argv, "--json", str(tmp_path / "run.json")]) == 0
     rows = logged(tmp_path)
+    # A scripted policy has no weights: its rows, the run's JSON and the headline say no precision was recorded.
+    assert {(r["dtype"], r["device"]) for r in rows} == {(None, None)}
+    figures = json.loads((tmp_path / "run.json").read_text())
+    assert [(p["dtype"], p["device"], p["episodes"]) for p in figures["precision"]] == [(None, None, len(rows))]
     assert {r["key"] for r in rows} == planned_keys(argv)
     assert {r["condition"] for r in rows} == {"trained", "single", "untrained"}
     assert {r["env"] for r in rows} == {"writing", "coding"}
@@ -55,6 +59,7 @@ def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(
     batches = {line.split(" turn ")[0] for line in turn_lines}
     assert len(turn_lines) == 2 * len(batches) and "ETA" in turn_lines[-1] and "turns played" in turn_lines[-1]
     assert "writing, team size 2" in out and "Against the seeds' figures" in out
+    assert "Policies ran in: not recorded" in out
     # Running the same command again finds everything done and runs nothing.
     assert main(argv) == 0
     assert len(logged(tmp_path)) == len(rows)
@@ -94,6 +99,20 @@ def test_pairs_set_episodes_per_cell_by_team_size():
     assert design.cell_episodes == {2: 3, 3: 3, 4: 3}
     design, _ = design_from_args(build_parser().parse_args(["--preset", "results", "--episodes", "60"]))
     assert design.cell_episodes is None and design.episodes == 60
+
+
+def test_single_best_of_n_runs_from_the_command_line_in_coding_only(tmp_path, capsys):
+    argv = ["--conditions", "single", "single_best_of_n", "--sizes", "2", "--pairs", "1", "--tasks", "1",
+            "--max-turns", "1", *SCRIPTED, "--out", str(tmp_path)]
+    assert main(argv) == 0
+    rows = logged(tmp_path)
+    assert sorted((r["env"], r["condition"]) for r in rows) == [
+        ("coding", "single"), ("coding", "single_best_of_n"), ("writing", "single")]
+    best = next(r for r in rows if r["condition"] == "single_best_of_n")
+    assert best["candidates_per_turn"] == 2 and len(best["selections"]) == 1
+    out = capsys.readouterr().out
+    assert "note: single_best_of_n plays only ['coding']: its writing cells are left out" in out
+    assert "| metric | single | single_best_of_n | single − single_best_of_n |" in out
 
 
 def test_the_end_quorum_reaches_every_env_and_condition(tmp_path):

@@ -1,0 +1,166 @@
+"""The ``single_best_of_n`` control: one agent sampling as many candidates a turn as the team has agents and sending
+the one that passes the most visible tests. Real coding envs and the real (local) executor; scripted candidates stand
+in for the model, so each test knows which candidate should win."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from llm_marl_baselines.policies import Generation
+from llm_marl_benchmarks.study import execution
+from llm_marl_benchmarks.study.best_of_n import BestOfN, BestOfNReply, candidate_program, coding_chooser
+from llm_marl_benchmarks.study.design import StudyDesign
+from llm_marl_benchmarks.study.execution import PolicySpec, make_batches, run_batch, token_counts
+from llm_marl_envs import rollout
+from llm_marl_envs.envs.coding.selection import select_candidate, visible_test_runner
+from llm_marl_envs.registry import make_env
+from llm_marl_envs.rollout import AgentStep
+from llm_marl_envs.sandbox import make_executor
+
+CODING = {"dataset": "decomposable", "executor": "local", "similarity": "tfidf"}
+# LME/0: count_vowel_words; its visible tests: ('Anna ate one apple') == 4, ('the sky is blue') == 0, ('') == 0.
+ZERO = "```python\ndef count_vowel_words(sentence: str) -> int:\n    return 0\n```"  # passes 2 of the 3 visible tests
+NONE = "def count_vowel_words(sentence):\n    return None"  # passes none
+PROSE = "I would count the words that start and end with a vowel."  # no code: the env keeps the previous draft
+BROKEN = "```python\ndef count_vowel_words(sentence:\n    return 1\n```"  # does not parse
+
+
+def reference(task_id: str = "LME/0") -> str:
+    env = make_env("coding", num_agents=1, **CODING)
+    env.reset(options={"task_id": task_id})
+    return env.task["reference_solution"]
+
+
+class Candidates:
+    """Stands in for the model: the k-th copy of a request within one call writes ``by_turn[turn][k]`` (a request
+    asked once writes the first); ``tokens`` gives each reply that many token ids (a :class:`Generation`)."""
+
+    def __init__(self, by_turn: dict[int, list[str]], tokens: list[int] | None = None) -> None:
+        self.by_turn, self.tokens, self.calls = by_turn, tokens, []
+
+    def __call__(self, requests: list[Any]) -> list[Any]:
+        self.calls.append(len(requests))
+        copies: Counter[tuple[int, str]] = Counter()
+        replies = []
+        for request in requests:
+            k = copies[(request.env_index, request.agent)]
+            copies[(request.env_index, request.agent)] += 1
+            texts = self.by_turn[min(request.turn, max(self.by_turn))]
+            text = texts[k % len(texts)]
+            replies.append(text if self.tokens is None
+                           else Generation(text=text, completion_ids=tuple(range(self.tokens[k % len(self.tokens)]))))
+        return replies
+
+
+# ------------------------------------------------------------------------------------------------- the rule itself
+def test_the_rule_keeps_the_candidate_passing_most_visible_tests_and_the_first_of_a_tie():
+    executor = make_executor("local")
+    try:
+        tests = ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(2, 2) == 4"]
+        programs = ["def add(a, b):\n    return 0",        # 1 (add(0, 0))
+                    "",                                    # no runnable code: not run, 0
+                    "def add(a, b):\n    return a + b",    # 3
+                    "def add(a, b) return a",              # does not parse: 0
+                    "def add(a, b):\n    return b + a"]    # 3, but later
+        choice = select_candidate(programs, visible_test_runner(executor, tests))
+        assert (choice.index, choice.visible_passed) == (2, (1, 0, 3, 0, 3))
+        # Every candidate failing every test: the first is kept (the rule never returns "none").
+        assert select_candidate(["x = 1", ""], visible_test_runner(executor, tests)).index == 0
+        assert select_candidate(programs, visible_test_runner(executor, [])).visible_passed == (0,) * 5
+    finally:
+        executor.close()
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        select_candidate([], lambda programs: [])
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        select_candidate("def f(): pass", lambda programs: [0])
+    with pytest.raises(ValueError, match="one per candidate"):
+        select_candidate(["a", "b"], lambda programs: [1])
+    with pytest.raises(ValueError, match="one per candidate"):
+        select_candidate(["a", "b"], lambda programs: [1, -1])
+
+
+# ------------------------------------------------------------------------------------------ in a real episode
+def test_the_env_steps_with_the_chosen_candidate_and_counts_what_the_choice_counted():
+    """Turn 1: prose (no code, no previous draft), ``return 0`` (2 visible), ``return None`` (0): the second is sent.
+    Turn 2: prose now keeps the previous draft (2), ``return None`` (0), the reference (3): the reference is sent and
+    the task is solved. Each turn the env's own visible count for the action is the one the choice saw."""
+    env = make_env("coding", num_agents=1, max_turns=4, **CODING)
+    policy = BestOfN(Candidates({1: [PROSE, ZERO, NONE], 2: [PROSE, NONE, reference()]}), {0: 3}, coding_chooser([env]))
+    (trajectory,) = rollout.run_episodes([env], policy, seeds=[0], options=[{"task_id": "LME/0"}])
+    replies = [step.generation for step in trajectory.steps]
+    assert all(isinstance(reply, BestOfNReply) for reply in replies)
+    assert [(r.chosen, r.visible_passed) for r in replies] == [(1, (0, 2, 0)), (2, (2, 0, 3))]
+    assert [step.action for step in trajectory.steps] == [ZERO, reference()]
+    assert [step.info["details"]["tests"]["visible_passed"] for step in trajectory.steps] == [2, 3]
+    assert trajectory.end_reason == "solved" and trajectory.turns == 2
+    assert trajectory.final_info["details"]["tests"]["held_out_passed"] == 4
+    # The same candidates without selection: the first (prose) every turn, so nothing is ever run.
+    env = make_env("coding", num_agents=1, max_turns=2, **CODING)
+    (alone,) = rollout.run_episodes([env], Candidates({1: [PROSE, ZERO, NONE], 2: [PROSE, NONE, reference()]}),
+                                    seeds=[0], options=[{"task_id": "LME/0"}])
+    assert alone.final_info["details"]["tests"]["visible_passed"] == 0 and alone.end_reason != "solved"
+
+
+def test_candidate_programs_are_what_the_env_runs():
+    """The program a candidate is judged by is the one the env assembles for it: a broken or code-less reply runs
+    nothing before any draft exists, and code wrapped in a fence, messages or ``<done/>`` is read as the env reads
+    it."""
+    env = make_env("coding", num_agents=1, max_turns=4, **CODING)
+    env.reset(options={"task_id": "LME/0"})
+    assert candidate_program(env, "solo", BROKEN) == "" and candidate_program(env, "solo", PROSE) == ""
+    program = candidate_program(env, "solo", f"<message to=solo>hi</message>\n{ZERO}\n<done/>")
+    assert program.rstrip().endswith("return 0") and "def count_vowel_words" in program
+    env.step({"solo": ZERO})
+    assert candidate_program(env, "solo", PROSE) == program  # the previous draft stays
+    assert env.last_assessment.private["program"] == program
+
+
+def test_single_best_of_n_plays_beside_single_with_the_team_size_as_n(monkeypatch):
+    """Through the study's batch runner: ``single`` and ``single_best_of_n`` share a lockstep batch (one policy call a
+    turn); each best-of-n request is asked as many times as the cell's team has agents; the best-of-n agent sends the
+    reference (the second candidate) and solves the task, ``single`` sends the first, wrong, one. Its tokens: every
+    candidate is compute, the longest is latency."""
+    design = StudyDesign(envs=("coding",), team_sizes=(2, 3), conditions=("single", "single_best_of_n"),
+                         cell_episodes={2: 1, 3: 1}, tasks=1, similarity="tfidf", max_turns=2,
+                         env_kwargs={"coding": {"dataset": "decomposable", "executor": "local"}})
+    plan = design.plan()
+    assert {(e.condition, e.team_size): (e.candidates, e.rows) for e in plan} == {
+        ("single", 2): (1, 1), ("single", 3): (1, 1), ("single_best_of_n", 2): (2, 2), ("single_best_of_n", 3): (3, 3)}
+    (batch,) = make_batches(plan, 8, {}, design, max_rows=7)
+    task = plan[0].task
+    wrong = f"def {reference(task).split('def ')[1].split('(')[0]}(*args, **kwargs):\n    return None"
+    stand_in = Candidates({1: [wrong, reference(task), reference(task)]}, tokens=[10, 30, 20])
+    monkeypatch.setattr(execution, "_rollout_policy",
+                        lambda spec, team_dir, settings: (stand_in, dict(execution.NO_PRECISION)))
+    rows = {(r["condition"], r["team_size"]): r for r in run_batch(batch, design, PolicySpec(kind="local"))}
+    assert stand_in.calls == [1 + 1 + 2 + 3, 1 + 1]  # turn 2: only the two single agents play on
+    for size in (2, 3):
+        best, single = rows[("single_best_of_n", size)], rows[("single", size)]
+        assert best["candidates_per_turn"] == size and single["candidates_per_turn"] == 1
+        assert [s["chosen"] for s in best["selections"]] == [1]
+        assert len(best["selections"][0]["visible_passed"]) == size
+        assert best["end_reason"] == "solved" and best["pass_rate"] == 1.0 and best["turns"] == 1
+        assert single["pass_rate"] == 0.0 and single["selections"] is None and single["end_reason"] != "solved"
+        assert best["num_agents"] == single["num_agents"] == 1 and best["turn_budget"] == single["turn_budget"]
+        # Tokens of the n candidates: 10 + 30 (+ 20): all are compute, the longest is the turn's latency.
+        assert best["completion_tokens"] == sum([10, 30, 20][:size])
+        assert best["critical_path_tokens"] == 30
+        assert single["completion_tokens"] == single["critical_path_tokens"] == 10 * single["turns"]
+
+
+def test_a_best_of_n_step_counts_every_candidate():
+    reply = BestOfNReply("b", (Generation(text="a", completion_ids=(1,) * 30),
+                               Generation(text="b", completion_ids=(1,) * 50)), 1, (0, 1))
+    steps = [AgentStep(agent="solo", turn=turn, messages=(), action="b", reward=0.0, reward_components={},
+                       terminated=False, truncated=False, generation=reply) for turn in (1, 2)]
+    assert token_counts(steps) == (100, 160)
+    no_ids = BestOfNReply("b", ("a", "b"), 1, (0, 1))
+    assert token_counts([*steps, AgentStep("solo", 3, (), "b", 0.0, {}, False, False, no_ids)]) == (None, None)
+
+
+def test_best_of_n_needs_at_least_two_candidates():
+    with pytest.raises(ValueError, match="n >= 2"):
+        BestOfN(lambda requests: [], {0: 1}, coding_chooser([]))
