@@ -258,18 +258,29 @@ def test_another_studys_log_is_refused(tmp_path):
 
 
 
-def test_a_study_plans_its_coding_budgets_on_a_machine_without_a_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_study_plans_its_coding_budgets_on_a_machine_without_a_sandbox() -> None:
     """Planning builds a coding env only to read its roles' token budgets, which runs no code: it must not need Docker
-    or bwrap (a GPU machine without either ran ``--executor local`` and failed in the planning, before any episode)."""
-    from llm_marl_benchmarks.study import design as design_module
-    from llm_marl_envs.registry import make_env
+    or bwrap (a GPU machine without either ran ``--executor local`` and failed in the planning, before any episode).
+    A fresh interpreter (executors are shared per process) on a machine made sandbox-less: no engine answers at
+    ``DOCKER_HOST`` and no ``bwrap`` is on ``PATH``."""
+    import os
+    import subprocess
+    import sys
 
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # no engine answers
-    monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap on PATH
-    design_module._role_budget.cache_clear()
-    try:
-        with pytest.raises(Exception, match="no isolated sandbox"):  # the machine really has none
-            make_env("coding", num_agents=2, similarity="tfidf")
-        assert design_module._role_budget("coding", 2) > 0
-    finally:
-        design_module._role_budget.cache_clear()
+    script = (
+        "from llm_marl_envs.registry import make_env\n"
+        "from llm_marl_benchmarks.study.design import _role_budget\n"
+        "try:\n"
+        "    make_env('coding', num_agents=2, similarity='tfidf')\n"
+        "    print('sandbox found')\n"
+        "except Exception as error:\n"
+        "    print('no sandbox:', type(error).__name__)\n"
+        "print('budget', _role_budget('coding', 2))\n"
+    )
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock", "PATH": "/nonexistent"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "no sandbox: NoIsolationError"  # the machine really has none
+    assert lines[1].startswith("budget ") and int(lines[1].split()[1]) > 0
