@@ -18,6 +18,10 @@ attention over a static key/value buffer) written so that every tensor it reads 
   the adapters' current weights (refreshed by ``copy_`` at every :meth:`GraphDecoder.start`, so training's updates
   are seen).
 
+Why a step of our own rather than transformers' forward captured as it is: its mask creation reads the mask on the
+host (``masking_utils``: ``padding_mask.all()``), which a capture cannot hold, and the step here reads only buffers at
+fixed addresses; it also runs uncaptured on a CPU, where the tests compare it with the model's own forward.
+
 Graphs are keyed by shape: rows rounded up to a bucket (1, 2, 4, ... 64, then multiples of 64; spare rows repeat
 row 0 and are dropped) and the buffer length rounded up to a multiple of :data:`LENGTH_STEP`; the least recently
 used graph is dropped past :attr:`GraphDecoder.max_graphs`. Grouped-query attention reads each key/value head once:
