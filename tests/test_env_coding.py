@@ -257,3 +257,19 @@ def test_jsonl_dataset_in_humaneval_schema(tmp_path) -> None:
     broken.write_text('{"task_id": "t/0", "prompt": "def inc(x):\\n"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"broken\.jsonl:1: missing field 'entry_point'"):
         coding_env(dataset=str(broken))
+
+
+def test_failing_visible_test_feedback_matches_the_card() -> None:
+    """The card's feedback sample: a failing visible test as its call, expected and got; passing ones on a line."""
+    import llm_marl_envs.envs.coding.env as coding_module
+
+    env = coding_env(num_agents=2, dataset="decomposable")
+    env.reset(seed=0, options={"task_id": "LME/0"})
+    aux = "def aux(word):\n    w = word.strip('.,!?')\n    return len(w) > 1 and w[0] in 'aeiou' and w[-1] in 'aeiou'\n"
+    main = (
+        "def count_vowel_words(sentence: str) -> int:\n    result = aux\n"
+        "    return sum(1 for w in sentence.split() if result(w))\n"
+    )
+    observations, *_ = env.step({"aux": aux, "main": main})
+    sample = coding_module.__doc__.split("ignore case")[1].split("```\n")[1].rstrip("\n")
+    assert sample.startswith(VISIBLE_TESTS_LABEL) and sample in observations["main"]
