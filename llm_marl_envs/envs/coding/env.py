@@ -54,8 +54,8 @@ at most 200 characters) and cut to 160 here. A value or message is free text the
 teammate's code can make it anything: a team member sees it only when each of its words is in the task, the visible
 tests or its own draft, or is one of Python's own message words (and no number of 4 digits or more in it comes from a
 teammate's draft); else `got: (hidden: ...)` (`raised:` keeps a builtin exception's type). `solo` sees its own
-program's values whole. Printed output, custom exception names, other exception messages and a teammate's
-syntax-error text never appear; a team program that does not parse is reported by whose section the error is in.
+program's values and exceptions whole. Printed output never appears, nor does a teammate's syntax-error text; a team
+program that does not parse is reported by whose section the error is in.
 The tester sees how many of its asserts the team's program passes. Held-out tests appear in no observation or info.
 
 ## Action Space
