@@ -52,7 +52,7 @@ line each: the call and its verdict, `expected: ...`, and what the call gave —
 or `raised: Type: message`, recorded by the sandbox's judge where the test made the call (`TestOutcome.got`/`raised`,
 at most 200 characters) and cut to 160 here. A value or message is free text the team's program makes, and a
 teammate's code can make it anything: a team member sees it only when each of its words is in the task, the visible
-tests or its own draft, or is one of Python's own message words (and no number of 4 digits or more in it comes from a
+tests or its own draft, or is one of Python's message words or builtin names (and no number of 4 digits or more from a
 teammate's draft); else `got: (hidden: ...)` (`raised:` keeps a builtin exception's type). `solo` sees its own
 program's values and exceptions whole. Printed output never appears, nor does a teammate's syntax-error text; a team
 program that does not parse is reported by whose section the error is in.

@@ -70,23 +70,26 @@ HIDDEN_RESULT = "(hidden: it holds text that is neither the task's nor your code
 MAX_SHOWN_CHARS = 160
 """The longest call, expected value or result a feedback line shows (the sandbox keeps up to 200 characters)."""
 
-# The words of CPython's common builtin exception messages and of the sandbox's own accounts ("the program's process
-# died", "a value of type X (only builtin values can be checked)"): a message made only of these, of numbers and of
-# words the agent already knows says nothing a teammate chose beyond which of these it wrote.
+# The words of CPython's common builtin exception messages, the builtins' own names (types, functions, exceptions) and
+# the sandbox's own accounts ("the program's process died", "a value of type X (only builtin values can be
+# checked)"): a message made only of these, of numbers and of words the agent already knows says nothing a teammate
+# chose beyond which of these it wrote.
 _WORD = re.compile(r"\w+")
 _PYTHON_WORDS = frozenset(
     _WORD.findall(
         """
-    a an and are argument arguments as at attribute base be being before between builtin but by call called callable
-    can cannot channel checked closed concatenate convert could decode decimal defined depth died division does empty
-    encode enough exceeded exceeds exited expected for found from got gone has have index indices instance instances
-    int integer integers invalid is it item iterable iterate key keyword length limit list literal local math maximum
-    message missing modulo must name no non none not number object of only operand or out positional process program
-    range raised recursion referenced required returned sequence str string subscriptable supported support takes than
-    the to too type types unhashable unpack unsupported value values variable was were while with zero
+    a an and are argument arguments as assignment at attribute attributes base be being before between builtin but by
+    call called callable can cannot changed channel character checked closed concatenate convert could coroutine decode
+    decimal defined deletion depth dictionary died division does during empty encode enough exceeded exceeds exited
+    expected for format found from function generator given gone got has have in index indices instance instances int
+    integer integers invalid is it item iterable iteration iterator keyword length limit list literal local math
+    maximum message method missing module modulo more multiple must name need no non none nonetype not number object of
+    only operand or out positional process program range raised recursion referenced required returned separator
+    sequence size slice str string subscriptable substring support supported takes than the to too type types
+    unexpected unhashable unpack unsupported value values variable was were while with zero
     """
     )
-)
+) | frozenset(name.lower() for name in dir(builtins))
 
 
 def shown_result(got: str | None, raised: str | None, known: str | None, teammates: str = "") -> str | None:
