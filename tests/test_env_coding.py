@@ -257,3 +257,51 @@ def test_jsonl_dataset_in_humaneval_schema(tmp_path) -> None:
     broken.write_text('{"task_id": "t/0", "prompt": "def inc(x):\\n"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"broken\.jsonl:1: missing field 'entry_point'"):
         coding_env(dataset=str(broken))
+
+
+def test_failing_visible_test_feedback_matches_the_card() -> None:
+    """The card's feedback sample: a failing visible test as its call, expected and got; passing ones on a line."""
+    import llm_marl_envs.envs.coding.env as coding_module
+
+    env = coding_env(num_agents=2, dataset="decomposable")
+    env.reset(seed=0, options={"task_id": "LME/0"})
+    aux = "def aux(word):\n    w = word.strip('.,!?')\n    return len(w) > 1 and w[0] in 'aeiou' and w[-1] in 'aeiou'\n"
+    main = (
+        "def count_vowel_words(sentence: str) -> int:\n    result = aux\n"
+        "    return sum(1 for w in sentence.split() if result(w))\n"
+    )
+    observations, *_ = env.step({"aux": aux, "main": main})
+    sample = coding_module.__doc__.split("ignore case")[1].split("```\n")[1].rstrip("\n")
+    assert sample.startswith(VISIBLE_TESTS_LABEL) and sample in observations["main"]
+
+
+def test_describe_tests_is_bounded_and_explains_only_single_call_failures() -> None:
+    """Each line is cut to about 170 characters; the first three failing single-call tests get their three lines;
+    passing tests and tests whose form no single call decides stay one line."""
+    from llm_marl_envs.envs.coding.quality import MAX_SHOWN_CHARS, describe_tests
+    from llm_marl_envs.sandbox import TestOutcome
+
+    long_arg = "x" * 500
+    tests = [f"assert f('{long_arg}') == '{long_arg}'", "assert f(1) == 2", "assert [f(1)] == [2]",
+             "assert not f(2)", "assert f(3)", "assert f(4) == 4", "assert f(5) == 5"]
+    statuses = ["failed", "passed", "failed", "failed", "error (ValueError)", "failed", "failed"]
+    outcomes = [TestOutcome(0, tests[0], "failed", got="'" + "y" * 198 + "'"), TestOutcome(1, tests[1], "passed"),
+                TestOutcome(2, tests[2], "failed"), TestOutcome(3, tests[3], "failed", got="3"),
+                TestOutcome(4, tests[4], "error", raised="ValueError: math domain error"),
+                TestOutcome(5, tests[5], "failed", got="5"), TestOutcome(6, tests[6], "failed", got="6")]
+    text = describe_tests(tests, statuses, outcomes, entry_point="f", known=None)
+    lines = text.splitlines()
+    assert all(len(line) <= MAX_SHOWN_CHARS + 30 for line in lines), max(map(len, lines))
+    assert lines[1:] == [
+        "  expected: '" + "x" * (MAX_SHOWN_CHARS - 7) + " [cut]",
+        "  got: '" + "y" * (MAX_SHOWN_CHARS - 7) + " [cut]",
+        "- assert f(1) == 2: passed",
+        "- assert [f(1)] == [2]: failed",
+        "- f(2): failed",
+        "  expected: a false value",
+        "  got: 3",
+        "- f(3): error (ValueError)",
+        "  expected: a true value",
+        "  raised: ValueError: math domain error",
+        "- assert f(4) == 4: failed",  # past the first three explained, past the limit of six
+    ]

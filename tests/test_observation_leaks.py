@@ -78,13 +78,77 @@ def test_run_time_text_of_a_program_reaches_no_teammate(vector: str, num_agents:
 
 
 def test_builtin_exception_types_and_verdicts_are_shown() -> None:
-    """What an agent may see of a failing run: the visible assert, its verdict and a builtin exception's type."""
+    """What an agent may see of a failing run: the visible test's call, its verdict, the expected value and a builtin
+    exception's type; the message a teammate's code chose is hidden, to the planter too (its draft holds the words
+    but the message is only known to have been shown to it whole when every word is its own or the task's)."""
     env = coding_env(num_agents=2)
     env.reset(seed=0, options={"task_id": TASK})
     observations, *_ = env.step({"aux": "def aux(*a):\n    raise ValueError('secret text')", "main": CALLER})
-    assert f"- assert {ENTRY}(" in observations["main"] and ": error (ValueError)" in observations["main"]
+    assert f"- {ENTRY}(" in observations["main"] and ": error (ValueError)" in observations["main"]
+    assert "  expected: True" in observations["main"]
+    assert "  raised: ValueError (hidden: its message holds text" in observations["main"]
     assert "secret text" not in observations["main"]
-    assert "secret text" not in observations["aux"].split(FEEDBACK_LABEL)[1]  # only in aux's own draft
+    assert "raised: ValueError: secret text" in observations["aux"]  # its own words, in its own feedback
+
+
+def _feedback(observation: str) -> str:
+    return observation.split(FEEDBACK_LABEL, 1)[1] if FEEDBACK_LABEL in observation else ""
+
+
+@pytest.mark.parametrize("planter", ["aux", "main"])
+@pytest.mark.parametrize("form", ["literal", "computed", "in_a_list", "as_exception", "as_number"])
+def test_a_value_a_teammate_made_reaches_no_teammate_as_got(planter: str, form: str) -> None:
+    """The ``got``/``raised`` lines of a failing visible test carry what the team's program returned: a teammate's
+    code can make that a canary, so it is shown to a team member only when made of words it already sees."""
+    token = _canary()
+    number = str(secrets.randbelow(10**12) + 10**12)
+    made = {
+        "literal": f"return '{token}'",
+        "computed": f"return '{token[::-1]}'[::-1]",  # the draft never holds the token itself
+        "in_a_list": f"return [1, '{token}', 2]",
+        "as_exception": f"raise KeyError('{token}')",
+        "as_number": f"return {number}",
+    }[form]
+    helper = f"def aux(*a):\n    {made}\n"
+    entry = f"def {ENTRY}(numbers, threshold):\n    {made}\n"
+    drafts = {"aux": helper if planter == "aux" else "def aux(*a):\n    return 0\n",
+              "main": entry if planter == "main" else CALLER}
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    observations, _, _, _, infos = env.step({a: f"```python\n{d}\n```" for a, d in drafts.items()})
+    planted = number if form == "as_number" else token
+    other = "main" if planter == "aux" else "aux"
+    assert planted not in _feedback(observations[other]), (form, planter)
+    assert planted not in json.dumps(infos, default=str)
+    assert "got: (hidden" in observations[other] or "raised: KeyError (hidden" in observations[other]
+    # The canary was produced and recorded: the full report in state() holds it.
+    assert planted in json.dumps(env.state()["assessment"]["team_report"], default=str)
+
+
+def test_one_agent_sees_its_own_programs_values_whole() -> None:
+    token = _canary()
+    env = coding_env(num_agents=1)
+    env.reset(seed=0, options={"task_id": TASK})
+    code = f"def {ENTRY}(numbers, threshold):\n    return ['{token}'[::-1], len(numbers)]\n"
+    observations, *_ = env.step({"solo": f"```python\n{code}\n```"})
+    feedback = _feedback(observations["solo"])
+    assert f"got: ['{token[::-1]}', 6]" in feedback and "  expected: True" in feedback
+
+
+def test_values_made_of_known_words_are_shown_to_the_team() -> None:
+    """A team member sees a value its teammate's code returned when it holds only numbers and words it already sees."""
+    env = coding_env(num_agents=2)
+    env.reset(seed=0, options={"task_id": TASK})
+    aux = "def aux(numbers, threshold):\n    return len(numbers) > 100\n"
+    observations, *_ = env.step({"aux": aux, "main": CALLER})
+    assert "  got: False" in observations["main"] and "  expected: True" in observations["main"]
+    observations, *_ = env.step({"aux": "def aux(numbers, threshold):\n    return sorted(numbers)[0]\n",
+                                 "main": CALLER})
+    assert "  got: 1.0" in observations["main"]
+    # Python's own error messages are made of its own words: shown whole to the teammate.
+    env.reset(seed=0, options={"task_id": TASK})
+    observations, *_ = env.step({"aux": "def aux(numbers, threshold):\n    return len(numbers)[0]\n", "main": CALLER})
+    assert "  raised: TypeError: 'int' object is not subscriptable" in observations["main"]
 
 
 def test_syntax_error_text_goes_to_its_author_only() -> None:
@@ -97,7 +161,7 @@ def test_syntax_error_text_goes_to_its_author_only() -> None:
     observations, *_ = env.step({"aux": aux, "main": CALLER})
     assert "Syntax error in your code" in observations["aux"]
     assert "left out of the team's program" in observations["aux"]
-    assert "Syntax error" not in observations["main"] and f"- assert {ENTRY}(" in observations["main"]
+    assert "Syntax error" not in observations["main"] and f"- {ENTRY}(" in observations["main"]
     assert token not in observations["main"]
 
 

@@ -21,6 +21,7 @@ from llm_marl_envs.sandbox.backends import (
     shared_executor,
 )
 from llm_marl_envs.sandbox.executor import BACKENDS, CachingExecutor, Executor, verdict_key
+from llm_marl_envs.sandbox.harness.judge import checked_call, program_names
 from llm_marl_envs.sandbox.image import DEFAULT_IMAGE
 from llm_marl_envs.sandbox.splitting import split_tests
 from llm_marl_envs.sandbox.types import STATUSES, SandboxError, SandboxLimits, TestJob, TestOutcome, TestReport
@@ -37,10 +38,12 @@ __all__ = [
     "TestJob",
     "TestOutcome",
     "TestReport",
+    "checked_call",
     "choose_backend",
     "docker_available",
     "docker_status",
     "make_executor",
+    "program_names",
     "run_tests",
     "shared_executor",
     "split_tests",

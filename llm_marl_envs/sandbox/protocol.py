@@ -9,6 +9,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from llm_marl_envs.sandbox.harness.judge import CUT_MARK, MAX_SHOWN_CHARS
 from llm_marl_envs.sandbox.splitting import split_tests
 from llm_marl_envs.sandbox.types import SandboxLimits, TestOutcome, TestReport
 
@@ -101,10 +102,13 @@ def build_report(
     outcomes = []
     for index, source in enumerate(tests):
         entry = raw.get(str(index))
-        status, message = (missing_status, missing_message)
-        if isinstance(entry, list) and len(entry) == 2 and entry[0] in ("passed", "failed", "error", "timeout"):
+        status, message, shown = missing_status, missing_message, {}
+        if isinstance(entry, list) and len(entry) in (2, 3) and entry[0] in ("passed", "failed", "error", "timeout"):
             status, message = entry[0], str(entry[1])[:300]
-        outcomes.append(TestOutcome(index=index, source=source, status=status, message=message))
+            # A third element (what the checked call gave) is optional: a harness without it answers [status, message].
+            if len(entry) == 3 and isinstance(entry[2], dict) and status != "passed":
+                shown = {key: _shown(entry[2].get(key)) for key in ("got", "raised")}
+        outcomes.append(TestOutcome(index=index, source=source, status=status, message=message, **shown))
     error = end.get("error") if end else (failure or missing_message if tests else None)
     report = TestReport(
         passed=sum(o.status == "passed" for o in outcomes),
@@ -119,6 +123,13 @@ def build_report(
         details={"anomalies": anomalies} if anomalies else {},
     )
     return report, anomalies
+
+
+def _shown(text: Any) -> str | None:
+    """A ``got``/``raised`` text from the judge, re-bounded here (the verdict document is parsed JSON)."""
+    if not isinstance(text, str):
+        return None
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - len(CUT_MARK)] + CUT_MARK
 
 
 def rejected_report(tests: list[str], reason: str, backend: str) -> TestReport:

@@ -68,7 +68,15 @@ class TestJob:
 
 @dataclass(frozen=True)
 class TestOutcome:
-    """The verdict of one test: its position, its source, a status from :data:`STATUSES` and a short message."""
+    """The verdict of one test: its position, its source, a status from :data:`STATUSES` and a short message.
+
+    When a test that did not pass ends in an assert on one call of the program (``assert CALL == EXPECTED``,
+    ``EXPECTED == CALL``, ``CALL is EXPECTED``, ``assert CALL``, ``assert not CALL``), the verdict also says what that
+    call gave, recorded by the judge where the test made it: ``got``, a ``repr`` of the returned value, or ``raised``,
+    ``Type: message`` of its exception (or the harness's account when the program's process died or returned a value
+    that cannot be checked). Both are at most 200 characters, ending in ``" [cut]"`` when cut, and ``None`` otherwise.
+    They are the program's own text: whoever shows them to someone else decides what may be seen.
+    """
 
     __test__ = False
 
@@ -76,6 +84,8 @@ class TestOutcome:
     source: str
     status: str
     message: str = ""
+    got: str | None = None
+    raised: str | None = None
 
     @property
     def passed(self) -> bool:

@@ -72,7 +72,7 @@ def _judge(answer: Callable[[], Any]) -> Judge:
     return judge
 
 
-def _run_with_alarm_at(judge: Judge, position: int) -> tuple[tuple[str, str], bool]:
+def _run_with_alarm_at(judge: Judge, position: int) -> tuple[tuple[str, str, dict | None], bool]:
     """``judge.run_test`` with the SIGALRM handler run before its ``position``-th bytecode: (verdict, whether run)."""
     seen, fired = 0, False
 
@@ -117,7 +117,7 @@ def test_an_alarm_anywhere_in_a_test_still_gives_a_verdict(quiet_alarm: None, an
     while True:
         judge = _judge(reply)
         try:
-            (status, message), fired = _run_with_alarm_at(judge, position)
+            (status, message, _shown), fired = _run_with_alarm_at(judge, position)
         except program.TestTimeout:
             pytest.fail(f"a TestTimeout escaped run_test when the alarm landed before bytecode {position}")
         if not fired:

@@ -46,10 +46,17 @@ teammates' current drafts. Median prompt length with the default model's chat te
 `python -m llm_marl_benchmarks.prompt_tokens`); the problem text itself is most of it and is shown whole.
 Feedback holds only task-owned text and the agent's own errors: syntax errors in its own code, and for each *visible*
 test its assert and verdict (`passed`, `failed`, `timeout`, or `error` with the exception's type when it is a builtin
-one). Exception messages, printed output, custom exception names and a teammate's syntax-error text never appear (they
-are free text a teammate's program controls); a team program that does not parse is reported by whose section the error
-is in. The tester sees how many of its asserts the team's program passes. Held-out tests appear in no observation or
-info.
+one). The first three visible tests that do not pass, when they end in an assert on one call of the program
+(`assert CALL == EXPECTED`, `EXPECTED == CALL`, `CALL is EXPECTED`, `assert CALL`, `assert not CALL`), show instead a
+line each: the call and its verdict, `expected: ...`, and what the call gave — `got:` a `repr` of the returned value
+or `raised: Type: message`, recorded by the sandbox's judge where the test made the call (`TestOutcome.got`/`raised`,
+at most 200 characters) and cut to 160 here. A value or message is free text the team's program makes, and a
+teammate's code can make it anything: a team member sees it only when each of its words is in the task, the visible
+tests or its own draft, or is one of Python's message words or builtin names (and no number of 4 digits or more from a
+teammate's draft); else `got: (hidden: ...)` (`raised:` keeps a builtin exception's type). `solo` sees its own
+program's values and exceptions whole. Printed output never appears, nor does a teammate's syntax-error text; a team
+program that does not parse is reported by whose section the error is in.
+The tester sees how many of its asserts the team's program passes. Held-out tests appear in no observation or info.
 
 ## Action Space
 A string. Code may be wrapped in a ```python fence (the env extracts it). `<message>`/`<done/>` as in every env.
@@ -145,9 +152,17 @@ When your part is final, end your reply with:
 def count_vowel_words(sentence: str) -> int:
     result = aux(
 ````
-After a step the draft (`Your draft:`) and its feedback come before the cue, e.g.
-`Visible tests of the team's program:` then `- assert count_vowel_words('Anna ate one apple') == 4: failed`, one
-line per visible test.
+After a step the draft (`Your draft:`) and its feedback come before the cue, e.g. for `main` when `aux` forgot to
+ignore case (`tests/test_env_coding.py` checks this sample against the env):
+
+```
+Visible tests of the team's program:
+- count_vowel_words('Anna ate one apple'): failed
+  expected: 4
+  got: 3
+- assert count_vowel_words('the sky is blue') == 0: passed
+- assert count_vowel_words('') == 0: passed
+```
 
 ## Reward integrity
 Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 decomposable problems with honest
@@ -412,8 +427,9 @@ class CodingEnv(CollaborativeTextEnv):
         if sims is not None:
             terms["similarity"] = mean_off_diagonal(sims)
             terms["duplication"] = duplication_rate(texts, sims)
+        visible_outcomes = team_report.outcomes[: len(visible)] if team_report else ()
         feedback = self._feedback(
-            drafts, parts, program_error, visible_statuses, runnable, tester_asserts, tester_report
+            drafts, parts, program_error, visible_statuses, runnable, tester_asserts, tester_report, visible_outcomes
         )
         details = {
             "tests": {
@@ -514,10 +530,17 @@ class CodingEnv(CollaborativeTextEnv):
         runnable: bool,
         tester_asserts: list[str],
         tester_report: TestReport | None,
+        visible_outcomes: Sequence[TestOutcome] = (),
     ) -> dict[str, str]:
-        """Per-agent feedback: task-owned text only, plus full details of the agent's own code (see the card)."""
+        """Per-agent feedback: task-owned text only, plus full details of the agent's own code (see the card).
+
+        A failing visible test shows its call, the expected value and what the call gave; for a team, what it gave is
+        shown only when made of words the agent already sees (:func:`~llm_marl_envs.envs.coding.quality.shown_result`:
+        a teammate's code can make the program return any text), and whole to an agent working alone.
+        """
         entry_point = self.task["entry_point"]
         visible = self.task["visible_tests"]
+        task_text = "\n".join([self.task["prompt"], *visible])
         feedback = {}
         for role, draft in drafts.items():
             lines = []
@@ -534,7 +557,16 @@ class CodingEnv(CollaborativeTextEnv):
                 lines.append(f"{len(tester_asserts)} asserts found; {passing} pass on the team's program.")
             elif runnable:
                 if visible:
-                    lines.append(f"{VISIBLE_TESTS_LABEL}\n" + describe_tests(visible, visible_statuses))
+                    teammates = "\n".join(text for other, text in drafts.items() if other != role)
+                    described = describe_tests(
+                        visible,
+                        visible_statuses,
+                        visible_outcomes,
+                        entry_point=entry_point,
+                        known=None if role == "solo" else f"{task_text}\n{draft}",
+                        teammates=teammates,
+                    )
+                    lines.append(f"{VISIBLE_TESTS_LABEL}\n{described}")
                 else:
                     lines.append("No visible tests; hidden tests decide the reward.")
             elif program_error:

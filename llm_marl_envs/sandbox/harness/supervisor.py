@@ -188,7 +188,11 @@ def run_job(job, config):
     end = next((f for f in frames if f.get("end")), None)
     if end is None and not overran:
         anomalies.append(f"the judge exited without its end frame (status {status})")
-    outcomes = {f["i"]: [f["s"], f["m"]] for f in frames if not f.get("end") and isinstance(f.get("i"), int)}
+    outcomes = {
+        f["i"]: [f["s"], f["m"], f["x"]] if isinstance(f.get("x"), dict) else [f["s"], f["m"]]
+        for f in frames
+        if not f.get("end") and isinstance(f.get("i"), int)
+    }
     return {"outcomes": outcomes, "end": end, "overran": overran, "anomalies": anomalies}
 
 
