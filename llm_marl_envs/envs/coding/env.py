@@ -205,27 +205,42 @@ from llm_marl_envs.envs.coding import prompts
 from llm_marl_envs.envs.coding.config import CodingConfig
 from llm_marl_envs.envs.coding.contribution import (
     checks_a_value,
+    coder_contributions,
     counterfactual_programs,
     dependent_tests,
+    fixer_contribution,
     load_bearing,
     normalized_assert,
     null_program,
     share_factor,
     tester_contribution,
+    verifier_contribution,
 )
 from llm_marl_envs.envs.coding.magrpo_tests import official_pass_fraction, official_program
 from llm_marl_envs.envs.coding.program import (
+    CandidateResult,
     ProgramParts,
     assemble_program,
     defined_functions,
     extract_asserts,
     extract_code,
+    normalized_code,
     prompt_preamble,
     role_function,
+    select_candidate,
     syntax_error,
+    verifier_choice,
 )
 from llm_marl_envs.envs.coding.quality import code_metrics, describe_tests, weighted_quality
-from llm_marl_envs.envs.coding.roles import CODE_ROLES, HELPER_NAME, coding_team, reply_prefix
+from llm_marl_envs.envs.coding.roles import (
+    CANDIDATE_ORDER,
+    CODE_ROLES,
+    ENTRY_POINT_ROLES,
+    HELPER_NAME,
+    VERIFIER,
+    coding_team,
+    reply_prefix,
+)
 from llm_marl_envs.envs.coding.tasks import load_coding_tasks
 from llm_marl_envs.sandbox import (
     Executor,
@@ -238,6 +253,8 @@ from llm_marl_envs.sandbox import (
 
 VISIBLE_TESTS_LABEL = "Visible tests of the team's program:"
 """The feedback line before the visible tests' verdicts (one line per test follows)."""
+CANDIDATE_TESTS_LABEL = "Visible tests of your candidate:"
+"""The same, in the candidate schemes, for a candidate's own verdicts."""
 
 
 class CodingEnv(CollaborativeTextEnv):
@@ -263,7 +280,8 @@ class CodingEnv(CollaborativeTextEnv):
     def __init__(self, config: CodingConfig | None = None, **kwargs: Any) -> None:
         config = CodingConfig.from_arguments(config, **kwargs)
         tasks = load_coding_tasks(config.task.dataset, config.task.split_scheme)
-        super().__init__(coding_team(config.team.num_agents), tasks, config, config.task.split)
+        super().__init__(coding_team(config.team.num_agents, config.scheme), tasks, config, config.task.split)
+        self.scheme = config.scheme
         sandbox = config.sandbox
         if isinstance(sandbox.executor, str):
             limits = SandboxLimits(timeout_s=sandbox.timeout_s, memory_mb=sandbox.memory_mb)
@@ -293,7 +311,7 @@ class CodingEnv(CollaborativeTextEnv):
         ``def aux(`` for the helper, the entry point's signature (and, for ``main``, a first line calling ``aux``) for
         ``main`` and ``solo``, ``assert ENTRY(`` for the tester; the reviewer's reply is free."""
         self._require_reset()
-        return reply_prefix(self._known(agent), self.task)
+        return reply_prefix(self._known(agent), self.task, self.scheme)
 
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with
@@ -309,6 +327,7 @@ class CodingEnv(CollaborativeTextEnv):
         entry_point = self.task["entry_point"]
         if agent == HELPER_NAME:
             return role_function(code, HELPER_NAME, others=(entry_point,))
+        assert agent in ENTRY_POINT_ROLES
         return role_function(code, entry_point, others=(HELPER_NAME,) if agent == "main" else ())
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:
@@ -317,6 +336,8 @@ class CodingEnv(CollaborativeTextEnv):
         entry_point = task["entry_point"]
         visible, held_out = task["visible_tests"], task["held_out_tests"]
         solo = "solo" in drafts
+        if not solo and self.scheme in CANDIDATE_ORDER:
+            return self._assess_candidates(drafts)
         written_helper = "" if solo else drafts[HELPER_NAME]
         written_main = drafts["solo"] if solo else drafts["main"]
         # A part that does not parse on its own is left out of the team's program, so one author's syntax error does
@@ -446,6 +467,190 @@ class CodingEnv(CollaborativeTextEnv):
             # Held-out tests still decide quality: special-casing the visible asserts ends early and earns little.
             solved=bool(visible) and visible_statuses.count("passed") == len(visible),
         )
+
+    def _assess_candidates(self, drafts: Mapping[str, str]) -> Assessment:
+        """The candidate schemes (``propose_verify``, ``author_fixer``): every code author's whole entry point runs on
+        every test, the selection rule picks the team's program, and credit is counterfactual over candidates (see
+        :mod:`~llm_marl_envs.envs.coding.contribution`). One executor batch, as in the MAGRPO split."""
+        task = self.task
+        entry_point = task["entry_point"]
+        visible, held_out = task["visible_tests"], task["held_out_tests"]
+        all_tests = [*visible, *held_out]
+        order = [agent for agent in CANDIDATE_ORDER[self.scheme] if agent in drafts]
+        preamble = self._preamble()
+        # As in the MAGRPO split, a candidate that does not parse is left out (its author's feedback says so).
+        codes = {a: drafts[a] if syntax_error(drafts[a]) is None else "" for a in order}
+        programs = {a: assemble_program(preamble, "", codes[a]) for a in order}
+        runnable = {
+            a: bool(codes[a].strip()) and syntax_error(programs[a].program) is None
+            and entry_point in defined_functions(programs[a].program)
+            for a in order
+        }
+        tester_asserts = extract_asserts(drafts["tester"]) if "tester" in drafts else []
+        batch = _JobBatch()
+        keys = {a: batch.add(programs[a].program, all_tests) for a in order if runnable[a]}
+        tester_keys = {}
+        if tester_asserts:
+            tester_keys = {a: batch.add(programs[a].program, tester_asserts) for a in order if runnable[a]}
+            if task["reference_solution"]:
+                batch.add(task["reference_solution"], tester_asserts)
+            batch.add(assemble_program(preamble, "", null_program(entry_point)).program, tester_asserts)
+        reports = batch.run(self.executor)
+
+        statuses: dict[str, list[str]] = {}
+        held_out_rate: dict[str, float] = {}
+        held_out_passed: dict[str, int] = {}
+        for agent in order:
+            report = reports.get(keys[agent]) if agent in keys else None
+            outcomes = report.outcomes if report else []
+            statuses[agent] = [_outcome_status(o) for o in outcomes[: len(visible)]]
+            held_out_passed[agent] = sum(o.passed for o in outcomes[len(visible) :])
+            held_out_rate[agent] = held_out_passed[agent] / len(held_out) if held_out and report else 0.0
+        tester_passed = {a: reports[k].passed for a, k in tester_keys.items() if k in reports}
+        choice = verifier_choice(drafts[VERIFIER], order) if VERIFIER in drafts else None
+        results = [
+            CandidateResult(a, runnable[a], statuses[a].count("passed"), tester_passed.get(a, 0)) for a in order
+        ]
+        selected = select_candidate(results, order, choice)
+        parts = programs[selected] if selected else assemble_program(preamble, "", "")
+        pass_rate = held_out_rate[selected] if selected else 0.0
+        visible_statuses = statuses[selected] if selected else []
+        terms = {
+            "pass_rate": pass_rate,
+            "syntax": float(selected is not None),
+            "structure": sum(entry_point in defined_functions(drafts[a]) for a in order) / len(order),
+        }
+
+        contributions: dict[str, float | None] = {}
+        if self.scheme == "propose_verify":
+            contributions.update(coder_contributions(
+                held_out_rate, {a: normalized_code(codes[a]) if runnable[a] else "" for a in order}, order
+            ))
+        else:
+            author_clean = runnable["author"] and bool(visible) and statuses["author"].count("passed") == len(visible)
+            contributions["author"] = held_out_rate["author"]
+            contributions["fixer"] = fixer_contribution(pass_rate, held_out_rate["author"], author_clean)
+        tester_report = None
+        if "tester" in drafts:
+            tester_report = reports.get(tester_keys[selected]) if selected in tester_keys else None
+            contributions["tester"], terms["tester_validity"] = self._tester_credit(
+                tester_asserts, preamble, reports, pass_rate
+            )
+        if VERIFIER in drafts:
+            top = max(((r.visible_passed, r.tester_passed) for r in results if r.runnable), default=None)
+            tied = {r.agent: held_out_rate[r.agent] for r in results
+                    if r.runnable and (r.visible_passed, r.tester_passed) == top}
+            contributions[VERIFIER] = verifier_contribution(choice, tied)
+        self._held_out_history.append(pass_rate)
+        scored = [value for value in contributions.values() if value is not None]
+        consistency = sum(scored) / len(scored) if scored else 0.0
+
+        texts = list(drafts.values())
+        sims = self.similarity.matrix(texts)
+        terms["similarity"] = mean_off_diagonal(sims)
+        terms["duplication"] = duplication_rate(texts, sims)
+        feedback = self._candidate_feedback(drafts, order, codes, runnable, statuses, selected, choice,
+                                            tester_asserts, tester_passed)
+        team_report = reports.get(keys[selected]) if selected else None
+        details = {
+            "tests": {
+                "visible_passed": visible_statuses.count("passed"),
+                "visible_total": len(visible),
+                "held_out_passed": held_out_passed[selected] if selected else 0,
+                "held_out_total": len(held_out),
+                "timed_out": any(reports[k].timed_out for k in keys.values() if k in reports),
+                "backend": self.executor.backend,
+            },
+            "code_metrics": code_metrics(parts.program),
+            "tester_asserts": len(tester_asserts),
+            "dependent_tests": {},
+            "scheme": self.scheme,
+            "selected": selected,
+            "verifier_choice": choice,
+            "candidates": {
+                a: {"runnable": runnable[a], "visible_passed": statuses[a].count("passed"),
+                    "held_out_passed": held_out_passed[a], "tester_passed": tester_passed.get(a, 0)}
+                for a in order
+            },
+        }
+        private = {
+            "program": parts.program,
+            "program_syntax_error": None if selected else syntax_error(parts.program),
+            "team_report": _report_dict(team_report),
+            "candidates": {a: _report_dict(reports.get(keys[a])) if a in keys else None for a in order},
+            "counterfactuals": [],
+            "tester_on_team": _report_dict(tester_report),
+        }
+        return Assessment(
+            quality=weighted_quality(terms),
+            consistency=consistency,
+            quality_terms=terms,
+            feedback=feedback,
+            magrpo_reward=None,
+            contributions=contributions,
+            details=details,
+            private=private,
+            solved=bool(visible) and visible_statuses.count("passed") == len(visible),
+        )
+
+    def _candidate_feedback(
+        self,
+        drafts: Mapping[str, str],
+        order: list[str],
+        codes: Mapping[str, str],
+        runnable: Mapping[str, bool],
+        statuses: Mapping[str, list[str]],
+        selected: str | None,
+        choice: str | None,
+        tester_asserts: list[str],
+        tester_passed: Mapping[str, int],
+    ) -> dict[str, str]:
+        """Per-agent feedback in the candidate schemes: task-owned text, counts and the agent's own errors; a
+        teammate's *code* only where the scheme shows it (the fixer reads the author's, the verifier every
+        candidate). Run-time text (exception messages, output) never."""
+        entry_point = self.task["entry_point"]
+        visible = self.task["visible_tests"]
+        team_line = (f"The team's program is {selected}'s candidate." if selected
+                     else "No candidate defines the entry point yet; no test ran.")
+
+        def result_line(agent: str) -> str:
+            if not runnable[agent]:
+                return f"{agent}'s candidate: none that runs yet."
+            passed = statuses[agent].count("passed")
+            failing = next((t for t, st in zip(visible, statuses[agent], strict=False) if st != "passed"), None)
+            tail = f"; first failing: {failing.strip().splitlines()[-1][:160]}" if failing else ""
+            return f"{agent}'s candidate: {passed} of {len(visible)} visible tests pass{tail}."
+
+        def code_block(agent: str) -> str:
+            return f"{agent}'s code:\n```python\n{drafts[agent].strip()}\n```\n{result_line(agent)}"
+
+        feedback = {}
+        for role, draft in drafts.items():
+            lines = []
+            if role in order:
+                own_error = syntax_error(draft) if draft.strip() else None
+                if own_error:
+                    lines.append(f"Syntax error in your code: {own_error}. It was left out of the team's program.")
+                elif entry_point not in defined_functions(draft):
+                    lines.append(f"Your code must define `{entry_point}`.")
+                if runnable[role] and visible:
+                    lines.append(f"{CANDIDATE_TESTS_LABEL}\n" + describe_tests(visible, statuses[role]))
+                if role in tester_passed:
+                    lines.append(f"The tester's asserts: {tester_passed[role]} of {len(tester_asserts)} pass on "
+                                 f"your candidate.")
+                shown = {"author"} if role == "fixer" and drafts.get("author", "").strip() else set()
+                if shown:
+                    lines.append(code_block("author"))  # the scheme: the fixer repairs the author's code
+                lines += [result_line(other) for other in order if other != role and other not in shown]
+            elif role == "tester":
+                on = ", ".join(f"{a} {tester_passed.get(a, 0)}" for a in order if runnable[a])
+                lines.append(f"{len(tester_asserts)} asserts found" + (f"; they pass on: {on}." if on else "."))
+            elif role == VERIFIER:
+                lines += [code_block(a) if drafts[a].strip() else result_line(a) for a in order]
+                lines.append(f"Your choice: {choice}." if choice else "You named no candidate.")
+            lines.append(team_line)
+            feedback[role] = "\n".join(lines)
+        return feedback
 
     def close(self) -> None:
         """Shared executors stay open for other envs; an executor passed in is the caller's to close."""
