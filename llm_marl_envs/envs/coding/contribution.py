@@ -67,9 +67,9 @@ point, and the team's program is the candidate :func:`~llm_marl_envs.envs.coding
   mean cannot tell two independent solutions from one and a passenger. With ``v({i})`` two distinct correct
   candidates earn twice what one correct candidate and an idle, wrong or duplicated one earn.
 * The ``author`` earns ``v({author})``; the ``fixer`` earns the difference its part makes, ``v({author, fixer}) -
-  v({author})`` (at least 0): a resubmitted copy or a repair that fixes nothing earns 0, and when the author's
-  candidate already passes every visible test (nothing the fixer can see to fix) and the fixer gains nothing, it is
-  not scored (``None``, as an idle reviewer).
+  v({author})`` (at least 0): a resubmitted copy, a duplicate or a repair that fixes nothing earns 0. A fixer that
+  wrote nothing while the author's candidate passes every visible test (nothing it could see to fix) is not scored
+  (``None``, as an idle reviewer).
 * The ``tester`` earns as under the MAGRPO split (valid, discriminating, new asserts); its asserts also run on every
   candidate and break ties between candidates that pass as many visible tests.
 * The ``verifier`` earns ``v(chosen) - mean v(tied)``, at least 0, where *tied* are the candidates the tests left
@@ -290,13 +290,12 @@ def coder_contributions(
     return contributions
 
 
-def fixer_contribution(team: float, author_alone: float, author_visible_clean: bool) -> float | None:
-    """``team - author_alone`` (at least 0); ``None`` when the author's candidate passed every visible test and the
-    fixer added nothing (see the module docstring)."""
-    gain = max(0.0, team - author_alone)
-    if gain == 0.0 and author_visible_clean:
+def fixer_contribution(team: float, author_alone: float, author_visible_clean: bool, fixer_wrote: bool) -> float | None:
+    """``team - author_alone`` (at least 0); ``None`` when the fixer wrote nothing while the author's candidate passed
+    every visible test (see the module docstring)."""
+    if not fixer_wrote and author_visible_clean:
         return None
-    return gain
+    return max(0.0, team - author_alone)
 
 
 def verifier_contribution(choice: str | None, tied: Mapping[str, float]) -> float | None:

@@ -518,7 +518,9 @@ class CodingEnv(CollaborativeTextEnv):
         terms = {
             "pass_rate": pass_rate,
             "syntax": float(selected is not None),
-            "structure": sum(entry_point in defined_functions(drafts[a]) for a in order) / len(order),
+            # The contract of each candidate author that wrote one (an idle fixer owes none; an idle coder earns
+            # nothing as consistency instead).
+            "structure": _share([entry_point in defined_functions(drafts[a]) for a in order if drafts[a].strip()]),
         }
 
         contributions: dict[str, float | None] = {}
@@ -529,7 +531,8 @@ class CodingEnv(CollaborativeTextEnv):
         else:
             author_clean = runnable["author"] and bool(visible) and statuses["author"].count("passed") == len(visible)
             contributions["author"] = held_out_rate["author"]
-            contributions["fixer"] = fixer_contribution(pass_rate, held_out_rate["author"], author_clean)
+            contributions["fixer"] = fixer_contribution(pass_rate, held_out_rate["author"], author_clean,
+                                                        bool(drafts["fixer"].strip()))
         tester_report = None
         if "tester" in drafts:
             tester_report = reports.get(tester_keys[selected]) if selected in tester_keys else None
@@ -810,6 +813,11 @@ def _error_place(parts: ProgramParts, error: str, role: str) -> str:
             return "in your code: see above" if owner == role else f"in {owner}'s code"
         first = last + 2  # pieces are joined by one blank line
     return f"line {line}"
+
+
+def _share(flags: Sequence[bool]) -> float:
+    """The fraction of ``flags`` that are true; 0 for none."""
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def _report_dict(report: TestReport | None) -> dict[str, Any] | None:
