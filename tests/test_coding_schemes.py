@@ -180,3 +180,19 @@ def test_the_fixer_reads_the_authors_code_and_is_paid_for_the_repair() -> None:
     contributions = infos["fixer"]["reward_components"]["contributions"]
     assert infos["fixer"]["details"]["selected"] == "fixer" and env.end_reason == "solved"
     assert contributions["fixer"] > 0.5 and contributions["author"] < contributions["fixer"]
+
+
+def test_the_study_passes_a_scheme_to_the_coding_env() -> None:
+    from llm_marl_benchmarks.study.cli import build_parser, design_from_args
+
+    argv = ["--preset", "smoke", "--envs", "coding", "--env-option", "coding.scheme=propose_verify",
+            "coding.max_action_chars=4000"]
+    design, _ = design_from_args(build_parser().parse_args(argv))
+    for condition in design.conditions:
+        kwargs = design.env_kwargs_for("coding", condition, 2)
+        assert kwargs["scheme"] == "propose_verify" and kwargs["max_action_chars"] == 4000
+    env = make_env("coding", **{**design.env_kwargs_for("coding", "untrained", 2), "executor": "local"})
+    assert env.possible_agents == ["coder_1", "coder_2"]
+    for bad in ("scheme=propose_verify", "chess.scheme=x", "coding.=x"):
+        with pytest.raises(ValueError, match="--env-option"):
+            design_from_args(build_parser().parse_args(["--env-option", bad]))
