@@ -116,7 +116,7 @@ def test_credit_over_candidates() -> None:
 def test_propose_verify_picks_the_passing_candidate_and_shares_results_not_code() -> None:
     env = coding_env(num_agents=2, scheme="propose_verify")
     env.reset(seed=0, options={"task_id": TASK})
-    observations, rewards, _, _, infos = env.step({"coder_1": _fence(WRONG), "coder_2": _fence(CORRECT)})
+    observations, _, _, _, infos = env.step({"coder_1": _fence(WRONG), "coder_2": _fence(CORRECT)})
     details = infos["coder_1"]["details"]
     assert details["selected"] == "coder_2" and env.end_reason == "solved"
     assert details["tests"]["held_out_passed"] == details["tests"]["held_out_total"] > 0

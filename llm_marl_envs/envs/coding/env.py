@@ -5,22 +5,57 @@
 |--------------------|------------------------------------------------------------|
 | Actions            | Text (one string per agent)                                |
 | Parallel API       | Yes                                                        |
-| Agents             | 1–4: `solo`; `aux`, `main`, `tester`, `reviewer`           |
+| Agents             | 1–4: `solo`; `aux`, `main`, `tester`, `reviewer` (by `scheme`) |
 | Action space       | `UnicodeText(max_action_chars)`                            |
 | Observation space  | `UnicodeText(max_observation_chars)`                       |
 | Reward             | one joint value shared by the team                         |
 
-A team writes one Python function. As in MAGRPO, `aux` writes a helper `aux(...)` and `main` writes the entry-point
-function that may call it; a third agent writes extra tests, a fourth reviews. The team's program (prompt preamble,
-then `aux`'s code, then `main`'s) runs against the task's unit tests in the sandboxed executor
-(:mod:`llm_marl_envs.sandbox`); nothing model-written runs in the env's own process.
+A team writes one Python function. Under the default scheme (`scheme="magrpo"`), as in MAGRPO, `aux` writes a helper
+`aux(...)` and `main` writes the entry-point function that may call it; a third agent writes extra tests, a fourth
+reviews. The team's program (prompt preamble, then `aux`'s code, then `main`'s) runs against the task's unit tests in
+the sandboxed executor (:mod:`llm_marl_envs.sandbox`); nothing model-written runs in the env's own process. Other
+schemes split the work otherwise (below, "Schemes").
+
+## Schemes
+`scheme=` names how a team of 2–4 splits the work (:mod:`llm_marl_envs.envs.coding.roles`); one agent is `solo`
+under every scheme.
+
+| scheme | 2 agents | 3 | 4 | the team's program |
+|---|---|---|---|---|
+| `"magrpo"` (default) | `aux` + `main` (started with `result = aux(`) | `tester` | `reviewer` | aux's, main's code |
+| `"magrpo_fallback"` | `aux` + `main` (its first line free, a fallback kept) | `tester` | `reviewer` | as `"magrpo"` |
+| `"propose_verify"` | `coder_1` + `coder_2` (each the whole entry point) | `tester` | `verifier` | a candidate |
+| `"author_fixer"` | `author` + `fixer` (repairs the author's code) | `tester` | `verifier` | a candidate |
+
+`"magrpo"` keeps MAGRPO's split exactly (the official setting, the shipped coding teams' and faithful comparisons').
+In `"magrpo_fallback"` a wrong helper need not sink the program (MAGRPO names "aux errors break main if fallback
+logic is absent"); rewards and program are those of `"magrpo"`, and a helper that the fallback makes unnecessary is
+not load-bearing (counterfactual credit 0).
+
+In the candidate schemes (`"propose_verify"`, `"author_fixer"`) every code author writes the whole entry point (a
+*candidate*); every test runs on every candidate, and the team's program is the one
+`program.select_candidate` picks, a deterministic rule: (1) the most visible tests passed; (2) then the most of the
+tester's asserts passed; (3) then the verifier's choice, if it names a candidate still tied (its reply is started
+with `Choice: `, and the first candidate name it writes counts); (4) then the fixed order — `coder_1` before
+`coder_2`; `fixer` before `author` (a repair that passes as much is the later version). The held-out tests never
+decide. A coder sees its own code and verdicts and each teammate's *results* (`coder_2's candidate: 2 of 3 visible
+tests pass; first failing: assert ...`), never a teammate's code; the fixer reads the author's code and its verdicts;
+the verifier reads every candidate's code and verdicts; the tester sees how many of its asserts pass on each
+candidate. Credit is counterfactual over candidates (:mod:`llm_marl_envs.envs.coding.contribution`): a coder earns its
+candidate's own held-out pass rate (the team outcome with it alone), 0 for a candidate identical to an earlier
+coder's (layout, comments and docstrings aside); the author its candidate's, the fixer what its part adds over the
+author's candidate (a resubmitted copy: 0); the verifier what its choice adds over a random pick among the tied
+candidates (`None` when the tests left no tie to break); the tester as under `"magrpo"`. `reward_mode="magrpo"`
+needs `"magrpo"` or `"magrpo_fallback"`. `llm-marl train` takes it in a recipe's `env_kwargs: {scheme: ...}`, the
+study as `--env-option coding.scheme=NAME`.
 
 ## Arguments
 `coding_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.coding.config.CodingConfig`, and/or
 its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limits=`, `task=`, `sandbox=`), and/or their
 fields as flat keywords, validated with errors that name the field:
 
-* team: `num_agents` (1 = single agent / GRPO, to 4);
+* team: `num_agents` (1 = single agent / GRPO, to 4); `scheme` (above: `"magrpo"`, the default,
+  `"magrpo_fallback"`, `"propose_verify"`, `"author_fixer"`; another name is a `ValueError` that lists them);
 * task: `dataset` — `"humaneval"` (164, offline), `"decomposable"` (66 problems written for this project, offline),
   `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema; `split` (`"train"`/`"eval"`);
   `split_scheme` (`"hash"`, or `"official"`: MAGRPO's slices); `magrpo_harness` (`"strict"`, or `"official"`: the
@@ -49,7 +84,9 @@ test its assert and verdict (`passed`, `failed`, `timeout`, or `error` with the 
 one). Exception messages, printed output, custom exception names and a teammate's syntax-error text never appear (they
 are free text a teammate's program controls); a team program that does not parse is reported by whose section the error
 is in. The tester sees how many of its asserts the team's program passes. Held-out tests appear in no observation or
-info.
+info. In the candidate schemes each candidate's verdicts go to its author (`Visible tests of your candidate:`), its
+teammates get counts and the first failing visible call, and only the fixer (the author's) and the verifier (every
+candidate's) read another agent's code (see "Schemes").
 
 ## Action Space
 A string. Code may be wrapped in a ```python fence (the env extracts it). `<message>`/`<done/>` as in every env.
@@ -105,7 +142,8 @@ task-owned text only: the same for every agent, and nothing a teammate wrote. Af
 `role`, `turn`.
 
 ## Episode end
-The episode ends for everyone when the team's program passes every *visible* test (`end_reason="solved"`; joint
+The episode ends for everyone when the team's program (in the candidate schemes: the candidate the rule picked)
+passes every *visible* test (`end_reason="solved"`; joint
 mode only, MAGRPO mode keeps the official episode); the held-out tests still decide quality, so special-casing the
 visible asserts ends early and earns little. An agent that writes `<done/>` is terminated and leaves `env.agents`
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
