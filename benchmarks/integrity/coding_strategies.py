@@ -1154,12 +1154,12 @@ and cost terms can rank them below honest work."""
 CANDIDATE_TEAMS = (2, 3, 4)
 
 
-def _second_solution(split: HonestSplit) -> str:
+def second_solution(split: HonestSplit) -> str:
     """A second correct entry point, written differently from the reference: the honest split's helper and main."""
     return f"{split.aux_code}\n\n{split.main_code}"
 
 
-def _reformatted(code: str) -> str:
+def reformatted(code: str) -> str:
     """The same code laid out differently: no docstrings, a comment on top (the same program for the env)."""
     tree = parse_python(code)
     for node in ast.walk(tree):
@@ -1170,7 +1170,7 @@ def _reformatted(code: str) -> str:
     return "# my own version\n" + ast.unparse(tree) + "\n"
 
 
-def _cheat_on_checks(task: Task) -> str:
+def cheat_on_checks(task: Task) -> str:
     """A candidate special-cased to every check the team can run: the visible tests and the honest tester's asserts
     (the held-out tests sink it)."""
     return _fence(_hardcoded_program(task, [*visible_cases(task), *honest_tester_cases(task)]))
@@ -1181,7 +1181,7 @@ def _candidate_drafts(task: Task, split: HonestSplit) -> dict[str, str]:
     honest = honest_drafts(task, split)
     return {
         "coder_1": _fence(split.solo_code),
-        "coder_2": _fence(_second_solution(split)),
+        "coder_2": _fence(second_solution(split)),
         "author": _fence(split.solo_code),
         "fixer": "",  # the author is right at once: nothing to fix
         "tester": honest["tester"],
@@ -1212,7 +1212,7 @@ def _scheme_strategy(
 def _verifier_on_tie(choice: str) -> Callable[[Task, HonestSplit], dict[str, str]]:
     """coder_1 special-cased to every check (so the tests leave the candidates tied), coder_2 honest, the verifier's
     draft ``choice``."""
-    return lambda task, split: {"coder_1": _cheat_on_checks(task), "verifier": choice}
+    return lambda task, split: {"coder_1": cheat_on_checks(task), "verifier": choice}
 
 
 def _fixer_wait(task: Task, live: Sequence[str], turn: int, fixed: Callable[[Task, HonestSplit], str]) -> \
@@ -1243,7 +1243,7 @@ def _fixer_unchanged(task: Task, live: Sequence[str], turn: int) -> dict[str, st
 def _af_verifier_on_tie(choice: str) -> Callable[[Task, HonestSplit], dict[str, str]]:
     """The fixer (first in the fixed order) special-cased to every check, the author honest, the verifier's draft
     ``choice``: only the verifier can keep the author's correct candidate."""
-    return lambda task, split: {"fixer": _cheat_on_checks(task), "verifier": choice}
+    return lambda task, split: {"fixer": cheat_on_checks(task), "verifier": choice}
 
 
 _TESTER_TEAMS = (3, 4)
@@ -1254,7 +1254,7 @@ PROPOSE_VERIFY_STRATEGIES: tuple[Strategy, ...] = (
                      _candidate_turn(lambda t, s: {"coder_2": _fence(s.solo_code)})),
     _scheme_strategy("identical_reformatted", False,
                      "coder_2 submits the reference without docstrings and with a comment (the same program)",
-                     _candidate_turn(lambda t, s: {"coder_2": _fence(_reformatted(s.solo_code))})),
+                     _candidate_turn(lambda t, s: {"coder_2": _fence(reformatted(s.solo_code))})),
     _scheme_strategy("coder_idles", False, "coder_1 solves alone; coder_2 answers only <done/>",
                      _candidate_turn(lambda t, s: {"coder_2": ""})),
     _scheme_strategy("coder_returns_none", False, "coder_2 submits the reference with every return giving None",
@@ -1278,7 +1278,7 @@ PROPOSE_VERIFY_STRATEGIES: tuple[Strategy, ...] = (
     _scheme_strategy("verifier_copies_candidate", False,
                      "as verifier_picks_on_tie, but the verifier's draft is coder_2's code (a copy, no choice)",
                      _candidate_turn(lambda t, s: {**_verifier_on_tie("")(t, s),
-                                                   "verifier": _fence(_second_solution(s))}), (4,)),
+                                                   "verifier": _fence(second_solution(s))}), (4,)),
 )
 """``scheme="propose_verify"``: honest work and every degenerate way to fill its roles."""
 
@@ -1296,7 +1296,7 @@ AUTHOR_FIXER_STRATEGIES: tuple[Strategy, ...] = (
     _scheme_strategy("fixer_solves_alone", False,
                      "the author submits code whose returns give None; the fixer writes the solution on turn 1",
                      _candidate_turn(lambda t, s: {"author": _fence(_returns_none(t, "solo")),
-                                                   "fixer": _fence(_second_solution(s))})),
+                                                   "fixer": _fence(second_solution(s))})),
     _scheme_strategy("special_case_visible", False, "the author looks up the visible tests' answers",
                      _candidate_turn(lambda t, s: {"author": _fence(_hardcoded_program(t))})),
     _scheme_strategy("tester_empty", False, "honest code; the tester answers only <done/>",
