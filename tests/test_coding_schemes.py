@@ -196,3 +196,19 @@ def test_the_study_passes_a_scheme_to_the_coding_env() -> None:
     for bad in ("scheme=propose_verify", "chess.scheme=x", "coding.=x"):
         with pytest.raises(ValueError, match="--env-option"):
             design_from_args(build_parser().parse_args(["--env-option", bad]))
+
+
+@pytest.mark.parametrize("scheme", ["magrpo_fallback", "propose_verify", "author_fixer"])
+@pytest.mark.parametrize("num_agents", [2, 4])
+def test_every_scheme_conforms_to_pettingzoo_and_copies_exactly(scheme: str, num_agents: int) -> None:
+    import copy
+    import pickle
+
+    from pettingzoo.test import parallel_api_test
+
+    parallel_api_test(coding_env(num_agents=num_agents, scheme=scheme), num_cycles=30)
+    env = coding_env(num_agents=num_agents, scheme=scheme)
+    env.reset(seed=3)
+    for clone in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        assert clone.scheme == scheme and clone.possible_agents == env.possible_agents
+        assert clone.state() == env.state()
