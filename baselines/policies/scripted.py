@@ -113,7 +113,7 @@ def protocol_action(env: Any, agent: str, turn: int, *, episode: int | None = No
             "solo": f"def {entry}(*args):\n    return None  # v{version}",
             "tester": f"assert {entry}(1) == 1\nassert {entry}(2) == 2  # v{version}",
             "reviewer": f"Check edge cases, round {version}.",
-            "verifier": f"Choice: {teammates[0]} (round {version})",
+            "verifier": f"Choice: {teammates[0] if teammates else agent} (round {version})",
         }.get(agent, f"def {entry}(*args):\n    return None  # v{version}")  # the candidate schemes' code authors
         if agent == "verifier":
             return f"{body}\n{message}"
