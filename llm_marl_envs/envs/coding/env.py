@@ -225,6 +225,45 @@ that writes the entry point (`aux_writes_everything`) contributes nothing of tha
 | empty |  | -0.05 | -0.05 | -0.05 | -0.05 |
 | prose |  | -0.10 | -0.15 | -0.20 | -0.20 |
 
+Each scheme plays its own library (`--scheme NAME`; `"magrpo_fallback"` plays the table above: its rewards and program
+are `"magrpo"`'s). `python -m llm_marl_benchmarks.reward_integrity --env coding --sizes 2 3 4 --backends minilm
+--tasks 8 --executor local --scheme propose_verify --pivot` (and `author_fixer`), mean joint return:
+
+| `propose_verify` strategy | honest | n=2 | n=3 | n=4 |
+|---|---|---:|---:|---:|
+| honest (two different correct candidates) | yes | 1.45 | 1.45 | 1.45 |
+| identical_candidates | | 1.20 | 1.28 | 1.28 |
+| identical_reformatted | | 1.20 | 1.28 | 1.28 |
+| coder_idles | | 1.20 | 1.28 | 1.28 |
+| coder_returns_none | | 1.20 | 1.28 | 1.28 |
+| special_case_one | | 0.40 | 1.28 | 1.28 |
+| tester_empty | | | 1.28 | 1.28 |
+| tester_copies_visible | | | 1.28 | 1.28 |
+| verifier_picks_on_tie (coder_1 special-cased to every check) | | | | 1.26 |
+| verifier_empty_on_tie | | | | 0.28 |
+| verifier_copies_candidate | | | | 0.28 |
+| special_case_visible | | 0.15 | 0.15 | 0.15 |
+
+| `author_fixer` strategy | honest | n=2 | n=3 | n=4 |
+|---|---|---:|---:|---:|
+| honest (the author right at once) | yes | 1.45 | 1.45 | 1.45 |
+| fixer_repairs (turn 2) | yes | 1.14 | 1.23 | 1.23 |
+| identical_candidates | | 1.20 | 1.28 | 1.28 |
+| fixer_solves_alone | | 1.20 | 1.28 | 1.28 |
+| verifier_picks_on_tie (the fixer special-cased to every check) | | | | 1.26 |
+| tester_empty | | | 1.20 | 1.20 |
+| tester_copies_visible | | | 1.20 | 1.20 |
+| verifier_empty_on_tie | | | | 0.28 |
+| special_case_visible | | 0.15 | 0.15 | 0.15 |
+| fixer_resubmits_unchanged | | 0.09 | 0.09 | 0.09 |
+
+Every degenerate strategy loses to honest work by more than 0.025 at 2–4 agents under both backends, and where the
+verifier's or the fixer's part decides (a tie; a failing author) its honest part beats the empty, copied or unchanged
+one by as much (`tests/test_reward_integrity.py`). Known limits: a candidate copied with renamed variables is not an
+*identical* candidate (the duplicate check compares code structure, names included); a verifier reads the
+candidates' code, so a coder can address it in a comment; a fixer's own version written before the author's code
+arrives is paid as a repair.
+
 ## Version History
 * v0: initial release; rewards hardened against the integrity suite, held-out tests, counterfactual consistency,
   MAGRPO's official episode (before the first tagged release).
