@@ -178,3 +178,15 @@ def test_candidate_schemes_show_code_only_to_the_roles_that_read_it(scheme: str,
                  if place not in {f"observation of {reader}" for reader in readers}]
         assert leaks == [], (scheme, planter)
         assert all(token in observations[reader] for reader in readers), (scheme, planter, readers)
+
+
+def test_propose_verify_coders_never_read_each_others_code_even_under_team_observability() -> None:
+    env = coding_env(num_agents=3, scheme="propose_verify", observability="team")
+    token = _canary()
+    actions = _candidate_actions("propose_verify", "coder_1",
+                                 f"def {ENTRY}(numbers, threshold):\n    # {token}\n    return None\n")
+    env.reset(seed=0, options={"task_id": TASK})
+    observations, *_ = env.step({a: actions[a] for a in env.agents})
+    assert token not in observations["coder_2"]
+    assert token in observations["tester"]  # team observability still shows the tester every draft
+    assert "assert has_close_elements" in observations["coder_2"]  # and the coders the tester's asserts

@@ -390,6 +390,16 @@ class CodingEnv(CollaborativeTextEnv):
         self._require_reset()
         return reply_prefix(self._known(agent), self.task, self.scheme)
 
+    def drafts_shown_to(self, agent: str) -> list[str]:
+        """Under ``observability="team"``, every teammate's draft but, in ``"propose_verify"``, another coder's
+        candidate: the scheme's coders propose independently and learn each other's results, never code (else they
+        copy: with the candidates in view, the untrained coders of 4 of 10 train-split episodes ended on one
+        identical program)."""
+        shown = super().drafts_shown_to(agent)
+        if self.scheme == "propose_verify" and agent in CANDIDATE_ORDER["propose_verify"]:
+            return [a for a in shown if a not in CANDIDATE_ORDER["propose_verify"]]
+        return shown
+
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with
         no code, keeps the previous draft), and the authors of functions only their function with what it uses
