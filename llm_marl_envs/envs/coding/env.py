@@ -39,15 +39,15 @@ tester's asserts passed; (3) then the verifier's choice, if it names a candidate
 with `Choice: `, and the first candidate name it writes counts); (4) then the fixed order — `coder_1` before
 `coder_2`; `fixer` before `author` (a repair that passes as much is the later version). The held-out tests never
 decide. A coder sees its own code and verdicts and each teammate's *results* (`coder_2's candidate: 2 of 3 visible
-tests pass; first failing: assert ...`), never a teammate's code; the fixer reads the author's code and its verdicts;
-the verifier reads every candidate's code and verdicts; the tester sees how many of its asserts pass on each
-candidate. Credit is counterfactual over candidates (:mod:`llm_marl_envs.envs.coding.contribution`): a coder earns its
-candidate's own held-out pass rate (the team outcome with it alone), 0 for a candidate identical to an earlier
-coder's (layout, comments and docstrings aside); the author its candidate's, the fixer what its part adds over the
-author's candidate (a resubmitted copy: 0); the verifier what its choice adds over a random pick among the tied
-candidates (`None` when the tests left no tie to break); the tester as under `"magrpo"`. `reward_mode="magrpo"`
-needs `"magrpo"` or `"magrpo_fallback"`. `llm-marl train` takes it in a recipe's `env_kwargs: {scheme: ...}`, the
-study as `--env-option coding.scheme=NAME`.
+tests pass; first failing: assert ...`), never another coder's code (under `observability="team"` too); the fixer
+reads the author's code and its verdicts; the verifier reads every candidate's code and verdicts; the tester sees how
+many of its asserts pass on each candidate. Credit is counterfactual over candidates
+(:mod:`llm_marl_envs.envs.coding.contribution`): a coder earns its candidate's own held-out pass rate (the team outcome
+with it alone), 0 for a candidate identical to an earlier coder's (layout, comments and docstrings aside); the author
+its candidate's, the fixer what its part adds over the author's candidate (a resubmitted copy: 0); the verifier what its
+choice adds over a random pick among the tied candidates (`None` when the tests left no tie to break); the tester as
+under `"magrpo"`. `reward_mode="magrpo"` needs `"magrpo"` or `"magrpo_fallback"`. `llm-marl train` takes it in a
+recipe's `env_kwargs: {scheme: ...}`, the study as `--env-option coding.scheme=NAME`.
 
 ## Arguments
 `coding_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.coding.config.CodingConfig`, and/or
