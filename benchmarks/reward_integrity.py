@@ -7,7 +7,7 @@ library; a degenerate strategy that ties or beats the honest one is an exploit t
 
     python -m llm_marl_benchmarks.reward_integrity [--env writing|coding|both] [--sizes 1 2 3 4]
                                                    [--backends minilm tfidf] [--tasks N] [--executor auto|docker|local]
-                                                   [--end-quorum all|half|any] [--json PATH]
+                                                   [--end-quorum all|half|any] [--scheme NAME] [--json PATH]
 
 ``--end-quorum`` plays the envs with that many finished agents ending an episode (their ``end_quorum`` setting;
 default: each env's own, writing ``"half"`` and coding ``"all"``): no ending, sooner or later, may open an exploit.
@@ -27,6 +27,7 @@ from typing import Any
 
 from llm_marl_benchmarks.integrity import Strategy
 from llm_marl_envs.core.termination import END_QUORUMS
+from llm_marl_envs.envs.coding.roles import SCHEMES
 from llm_marl_envs.registry import ENV_NAMES
 from llm_marl_envs.registry import make_env as make_registered_env
 
@@ -70,24 +71,26 @@ def play(env: Any, strategy: Strategy, task_id: str) -> tuple[float, tuple]:
     return float(state["team_return"]), outcome
 
 
-def _library(env_name: str) -> tuple[tuple[Strategy, ...], Callable[[], list[str]]]:
+def _library(env_name: str, scheme: str | None = None) -> tuple[tuple[Strategy, ...], Callable[[], list[str]]]:
     if env_name == "writing":
         from llm_marl_benchmarks.integrity.writing_strategies import HONEST_TASK_IDS, WRITING_STRATEGIES
 
         return WRITING_STRATEGIES, lambda: list(HONEST_TASK_IDS("tldr"))
-    from llm_marl_benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
+    from llm_marl_benchmarks.integrity.coding_strategies import HONEST_TASK_IDS, SCHEME_STRATEGIES
 
-    return CODING_STRATEGIES, lambda: list(HONEST_TASK_IDS())
+    return SCHEME_STRATEGIES[scheme or "magrpo"], lambda: list(HONEST_TASK_IDS())
 
 
-def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end_quorum: str | None = None) -> Any:
-    """The env under its default settings, but for team size, similarity backend, (coding) executor and
-    ``end_quorum`` (``None``: the env's own); the coding strategies play the decomposable set (their honest
-    references are its aux/main splits)."""
+def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end_quorum: str | None = None,
+             scheme: str | None = None) -> Any:
+    """The env under its default settings, but for team size, similarity backend, (coding) executor, ``end_quorum``
+    (``None``: the env's own) and the coding ``scheme`` (``None``: the env's default); the coding strategies play
+    the decomposable set (their honest references are its aux/main splits)."""
     quorum = {} if end_quorum is None else {"end_quorum": end_quorum}
     if env_name == "coding":
+        schemed = {} if scheme is None else {"scheme": scheme}
         return make_registered_env(env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity,
-                                   executor=executor, **quorum)
+                                   executor=executor, **quorum, **schemed)
     return make_registered_env(env_name, num_agents=num_agents, similarity=similarity, **quorum)
 
 
@@ -99,14 +102,16 @@ def evaluate(
     executor: str = "auto",
     strategies: Sequence[str] | None = None,
     end_quorum: str | None = None,
+    scheme: str | None = None,
 ) -> list[Row]:
-    """Play every strategy on the first ``tasks`` tasks with honest references, per size and backend."""
-    library, task_ids = _library(env_name)
+    """Play every strategy on the first ``tasks`` tasks with honest references, per size and backend (the coding
+    env under ``scheme``, with that scheme's library)."""
+    library, task_ids = _library(env_name, scheme)
     chosen = task_ids()[:tasks]
     rows: list[Row] = []
     for similarity in backends:
         for size in sizes:
-            env = make_env(env_name, size, similarity, executor, end_quorum)
+            env = make_env(env_name, size, similarity, executor, end_quorum, scheme)
             setting = []
             honest_outcomes: dict[str, tuple] = {}
             for strategy in library:
@@ -177,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=8, help="tasks per strategy (the first with honest references)")
     parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
     parser.add_argument("--margin", type=float, default=MARGIN, help="required loss of every degenerate strategy")
+    parser.add_argument("--scheme", choices=SCHEMES, default=None,
+                        help="the coding env's role scheme, played with its own strategy library (default: magrpo)")
     parser.add_argument("--end-quorum", choices=END_QUORUMS, default=None,
                         help="how many finished agents end an episode (the envs' end_quorum; default: each env's own)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
@@ -186,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     rows: list[Row] = []
     for env_name in ENV_NAMES if args.env == "both" else (args.env,):
-        rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor, end_quorum=args.end_quorum)
+        rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor, end_quorum=args.end_quorum,
+                         scheme=args.scheme)
     print(table(rows))
     if args.pivot:
         for env_name, similarity in dict.fromkeys((r.env, r.similarity) for r in rows):

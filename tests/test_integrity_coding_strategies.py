@@ -12,14 +12,24 @@ from llm_marl_benchmarks.integrity.coding_strategies import (
     CODING_STRATEGIES,
     CORRECT_PROGRAM_STRATEGIES,
     HONEST_TASK_IDS,
+    SCHEME_STRATEGIES,
+    cheat_on_checks,
     honest_split,
     honest_tester_cases,
+    reformatted,
+    second_solution,
     visible_tests,
 )
 from llm_marl_envs.core.protocol import parse_action
 from llm_marl_envs.core.tasks import Task
 from llm_marl_envs.envs.coding.contribution import normalized_assert
-from llm_marl_envs.envs.coding.program import assemble_program, extract_asserts, extract_code, prompt_preamble
+from llm_marl_envs.envs.coding.program import (
+    assemble_program,
+    extract_asserts,
+    extract_code,
+    normalized_code,
+    prompt_preamble,
+)
 from llm_marl_envs.envs.coding.roles import coding_team
 from llm_marl_envs.envs.coding.tasks import load_coding_tasks
 from llm_marl_envs.sandbox import Executor, TestJob, make_executor
@@ -189,3 +199,54 @@ def test_strategy_names_are_unique_and_honest_ones_come_first() -> None:
     honest = [s.honest for s in CODING_STRATEGIES]
     assert honest == sorted(honest, reverse=True)
     assert set(names) >= CORRECT_PROGRAM_STRATEGIES
+
+
+# ------------------------------------------------------------------------------- the candidate schemes' libraries
+CANDIDATE_LIBRARIES = {name: SCHEME_STRATEGIES[name] for name in ("propose_verify", "author_fixer")}
+
+
+@pytest.mark.parametrize("scheme", sorted(CANDIDATE_LIBRARIES))
+def test_scheme_strategies_speak_only_for_live_agents_with_strings(scheme: str) -> None:
+    library = CANDIDATE_LIBRARIES[scheme]
+    names = [s.name for s in library]
+    assert len(names) == len(set(names)) and names[0] == "honest"
+    for strategy in library:
+        assert set(strategy.team_sizes) <= {2, 3, 4}
+        for task in _honest_tasks()[:SAMPLE_TASKS]:
+            for num_agents in strategy.team_sizes:
+                live = [role.name for role in coding_team(num_agents, scheme)]
+                for turn in range(1, MAX_TURNS + 1):
+                    actions = strategy.act(task, tuple(live), turn)
+                    if actions is None:
+                        break
+                    assert set(actions) == set(live), (strategy.name, num_agents, turn)
+                    problems = {a: parse_action(t, a, live).problems for a, t in actions.items()}
+                    assert not any(problems.values()), (strategy.name, num_agents, turn, problems)
+                    live = [a for a in live if not parse_action(actions[a], a, live).done]
+                    if not live:
+                        break
+        assert strategy.act(_with_reference(_honest_tasks()[0], None), tuple(live or ["coder_1"]), 1) is None
+
+
+def test_candidate_libraries_build_what_they_claim(executor: Executor) -> None:
+    """The second honest candidate is correct and differs from the reference; the reformatted copy is the same
+    program to the env; the candidate special-cased to every check passes the visible tests and the honest tester's
+    asserts and fails held-out tests."""
+    tasks = _honest_tasks()[::CORRECT_TASK_STRIDE]
+    jobs, kinds = [], []
+    for task in tasks:
+        split = honest_split(task)
+        second = second_solution(split)
+        assert normalized_code(second) != normalized_code(split.solo_code)
+        assert normalized_code(reformatted(split.solo_code)) == normalized_code(split.solo_code)
+        checks = [*visible_tests(task), *(case.assert_source() for case in honest_tester_cases(task))]
+        cheat = extract_code(cheat_on_checks(task))
+        jobs += [TestJob(_program(task, "", second), list(task["tests"])), TestJob(_program(task, "", cheat), checks),
+                 TestJob(_program(task, "", cheat), list(task["held_out_tests"]))]
+        kinds += ["second", "cheat_checks", "cheat_held_out"]
+    reports = executor.run_many(jobs)
+    for kind, report in zip(kinds, reports, strict=True):
+        if kind == "cheat_held_out":
+            assert report.passed < report.total, kind
+        else:
+            assert report.passed == report.total, kind

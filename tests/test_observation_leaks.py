@@ -178,3 +178,79 @@ def test_writing_drafts_stay_private_and_messages_reach_only_their_recipient(num
     assert whisper in observations[others[0]]
     assert all(whisper not in observations[a] for a in others[1:])
     assert token in json.dumps(env.state())
+
+
+# The candidate schemes: every code author writes the whole entry point. Run-time text is built at run time from the
+# reversed token, so the source (which the verifier, and for the author's code the fixer, read by the scheme) never
+# holds it: only the program's run could carry it to anyone.
+RUN_TIME_PROGRAMS: dict[str, str] = {
+    "exception_message": "def planted(*a):\n    raise ValueError('{r}'[::-1])\n",
+    "stdout": "def planted(*a):\n    print('{r}'[::-1])\n    return None\n",
+    "stderr": "import sys\ndef planted(*a):\n    sys.stderr.write('{r}'[::-1])\n    return None\n",
+    "exception_class_name": "def planted(*a):\n    raise type('{r}'[::-1], (Exception,), {{}})()\n",
+    "import_time_error": "_AT_IMPORT = int('{r}'[::-1])\ndef planted(*a):\n    return _AT_IMPORT\n",
+}
+CANDIDATES = {"propose_verify": ("coder_1", "coder_2"), "author_fixer": ("author", "fixer")}
+READS_CODE_OF = {
+    "propose_verify": {"coder_1": {"verifier"}, "coder_2": {"verifier"}},
+    "author_fixer": {"author": {"fixer", "verifier"}, "fixer": {"verifier"}},
+}
+"""Who reads a candidate author's code by the scheme (the env card): nobody else ever sees it."""
+
+
+def _candidate_actions(scheme: str, planter: str, planted: str) -> dict[str, str]:
+    first, second = CANDIDATES[scheme]
+    plain = f"def {ENTRY}(numbers, threshold):\n    return None\n"
+    drafts = {first: plain, second: plain, planter: planted}
+    actions = {a: f"```python\n{code}\n```" for a, code in drafts.items()}
+    actions.update({"tester": f"```python\nassert {ENTRY}([1.0, 2.0], 0.5) is False\n```",
+                    "verifier": f"Choice: {first}"})
+    return actions
+
+
+@pytest.mark.parametrize("vector", sorted(RUN_TIME_PROGRAMS))
+@pytest.mark.parametrize("scheme", sorted(CANDIDATES))
+@pytest.mark.parametrize("num_agents", [2, 3, 4])
+def test_candidate_schemes_run_time_text_reaches_no_one(vector: str, scheme: str, num_agents: int) -> None:
+    env = coding_env(num_agents=num_agents, scheme=scheme)
+    for planter in CANDIDATES[scheme]:
+        token = _canary()
+        planted = RUN_TIME_PROGRAMS[vector].format(r=token[::-1]) + "\n" + PLANTING_ENTRY
+        actions = _candidate_actions(scheme, planter, planted)
+        env.reset(seed=0, options={"task_id": TASK})
+        for _turn in range(2):
+            if not env.agents:
+                break
+            observations, _, _, _, infos = env.step({a: actions[a] for a in env.agents})
+            # Not even the planter: a program's run-time text is nobody's to read (its verdicts are).
+            assert _leaks(token, observations, infos, planter="") == [], (vector, planter)
+        assert token in json.dumps(env.state(), default=str), "the canary must have been produced"
+
+
+@pytest.mark.parametrize("scheme", sorted(CANDIDATES))
+@pytest.mark.parametrize("num_agents", [2, 3, 4])
+def test_candidate_schemes_show_code_only_to_the_roles_that_read_it(scheme: str, num_agents: int) -> None:
+    env = coding_env(num_agents=num_agents, scheme=scheme)
+    for planter in CANDIDATES[scheme]:
+        token = _canary()
+        planted = f"def {ENTRY}(numbers, threshold):\n    # {token}\n    return None\n"
+        actions = _candidate_actions(scheme, planter, planted)
+        env.reset(seed=0, options={"task_id": TASK})
+        readers = READS_CODE_OF[scheme][planter] & set(env.possible_agents)
+        observations, _, _, _, infos = env.step({a: actions[a] for a in env.agents})
+        leaks = [place for place in _leaks(token, observations, infos, planter)
+                 if place not in {f"observation of {reader}" for reader in readers}]
+        assert leaks == [], (scheme, planter)
+        assert all(token in observations[reader] for reader in readers), (scheme, planter, readers)
+
+
+def test_propose_verify_coders_never_read_each_others_code_even_under_team_observability() -> None:
+    env = coding_env(num_agents=3, scheme="propose_verify", observability="team")
+    token = _canary()
+    actions = _candidate_actions("propose_verify", "coder_1",
+                                 f"def {ENTRY}(numbers, threshold):\n    # {token}\n    return None\n")
+    env.reset(seed=0, options={"task_id": TASK})
+    observations, *_ = env.step({a: actions[a] for a in env.agents})
+    assert token not in observations["coder_2"]
+    assert token in observations["tester"]  # team observability still shows the tester every draft
+    assert "assert has_close_elements" in observations["coder_2"]  # and the coders the tester's asserts

@@ -68,3 +68,40 @@ def test_the_other_ending_opens_no_exploit(env_name: str, other_quorum: str) -> 
                     end_quorum=other_quorum)
     assert len([r for r in rows if not r.honest]) >= 45
     assert violations(rows, MARGIN) == []
+
+
+@pytest.mark.parametrize("similarity", ["minilm", "tfidf"])
+@pytest.mark.parametrize("scheme", ["propose_verify", "author_fixer"])
+def test_candidate_schemes_reward_only_honest_work(scheme: str, similarity: str) -> None:
+    """Per scheme, its own library (identical candidates, special-cased candidates, empty or copied tester and
+    verifier parts, a fixer that resubmits unchanged...): every degenerate strategy strictly below honest work."""
+    rows = evaluate("coding", sizes=(2, 3, 4), backends=(similarity,), tasks=TASKS, executor="local", scheme=scheme)
+    assert {r.num_agents for r in rows if r.strategy == HONEST_REFERENCE} == {2, 3, 4}
+    assert len([r for r in rows if not r.honest]) >= 18  # every size plays the scheme's degenerate library
+    assert violations(rows, MARGIN) == []
+
+
+def test_magrpo_fallback_rewards_only_honest_work() -> None:
+    rows = evaluate("coding", sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local",
+                    scheme="magrpo_fallback")
+    assert len([r for r in rows if not r.honest]) >= 60
+    assert violations(rows, MARGIN) == []
+
+
+@pytest.mark.parametrize("similarity", ["minilm", "tfidf"])
+@pytest.mark.parametrize("scheme", ["propose_verify", "author_fixer"])
+def test_verifier_and_fixer_work_beats_an_empty_copied_or_unchanged_part(scheme: str, similarity: str) -> None:
+    """In the situation where the role matters (the tests leave a tie for the verifier; the author's code fails for
+    the fixer), its honest part beats every degenerate one strictly, everyone else playing the same."""
+    from llm_marl_benchmarks.integrity.coding_strategies import FIXER_PAIRS, VERIFIER_PAIRS
+
+    pairs = [(VERIFIER_PAIRS[scheme], (4,))]
+    if scheme in FIXER_PAIRS:
+        pairs.append((FIXER_PAIRS[scheme], (2, 3, 4)))
+    for (honest, degenerate), sizes in pairs:
+        rows = evaluate("coding", sizes=sizes, backends=(similarity,), tasks=TASKS, executor="local", scheme=scheme,
+                        strategies=(HONEST_REFERENCE, honest, *degenerate))
+        for size in sizes:
+            by_name = {r.strategy: r.mean_return for r in rows if r.num_agents == size}
+            assert set(by_name) >= {honest, *degenerate}, (size, by_name)
+            assert all(by_name[name] < by_name[honest] - MARGIN for name in degenerate), (size, by_name)

@@ -21,7 +21,8 @@ _TURN = re.compile(r"Turn (\d+) of (\d+)")
 _DEF = re.compile(r"^def\s+([A-Za-z_]\w*)\s*\(([^)]*)\)", re.MULTILINE)
 _SOURCE = re.compile(r"Source text:\n(.*?)(?:\n\n|\Z)", re.DOTALL)
 _WORDS_PER_ROLE = {"concise": 25, "detailed": 90, "headline": 8, "title": 8}
-_CODE_ROLES = ("solo", "aux", "main")
+_CODE_ROLES = ("solo", "aux", "main", "coder_1", "coder_2", "author", "fixer")
+"""Roles that write the entry point (or, for ``aux``, the helper), under every coding scheme."""
 
 
 def observed_turn(observation: str) -> tuple[int, int]:
@@ -35,7 +36,7 @@ def extractive_responder(request: ActionRequest) -> str:
     observation, agent = request.observation, request.agent
     turn, max_turns = observed_turn(observation)
     definitions = _DEF.findall(observation)
-    if definitions and agent in (*_CODE_ROLES, "tester", "reviewer"):
+    if definitions and agent in (*_CODE_ROLES, "tester", "reviewer", "verifier"):
         body = _code_part(agent, definitions)
     else:
         body = _writing_part(agent, observation)
@@ -60,6 +61,8 @@ def _code_part(agent: str, definitions: list[tuple[str, str]]) -> str:
         return f"assert {entry_point} is not None"
     if agent == "reviewer":
         return "<message>Check the edge cases: empty input and negative numbers.</message>"
+    if agent == "verifier":
+        return "Choice: coder_1"
     return f"```python\ndef {entry_point}({params}):\n    return None\n```"
 
 
@@ -110,6 +113,9 @@ def protocol_action(env: Any, agent: str, turn: int, *, episode: int | None = No
             "solo": f"def {entry}(*args):\n    return None  # v{version}",
             "tester": f"assert {entry}(1) == 1\nassert {entry}(2) == 2  # v{version}",
             "reviewer": f"Check edge cases, round {version}.",
-        }[agent]
+            "verifier": f"Choice: {teammates[0] if teammates else agent} (round {version})",
+        }.get(agent, f"def {entry}(*args):\n    return None  # v{version}")  # the candidate schemes' code authors
+        if agent == "verifier":
+            return f"{body}\n{message}"
         return f"```python\n{body}\n```\n{message}"
     return f"{ARTICLE_ACTIONS.get(agent, ARTICLE_ACTIONS['solo'])} (revision {version}) {message}"

@@ -537,11 +537,11 @@ def _main_function(task: Task) -> ast.FunctionDef:
     return function
 
 
-def _hardcoded_program(task: Task) -> str:
-    """``aux`` looks the arguments up among the visible tests' and returns their expected value, else ``None``;
-    the entry point hands its arguments to it."""
+def _hardcoded_program(task: Task, cases: Sequence[Case] | None = None) -> str:
+    """``aux`` looks the arguments up among the visible tests' (or ``cases``') and returns their expected value, else
+    ``None``; the entry point hands its arguments to it."""
     rows = []
-    for case in visible_cases(task):
+    for case in visible_cases(task) if cases is None else cases:
         args, kwargs = _literal_call(case.call)
         rows.append(f"    ({tuple(args)!r}, {kwargs!r}, {case.expected}),")
     table = "\n".join(rows)
@@ -1145,3 +1145,187 @@ CORRECT_PROGRAM_STRATEGIES: frozenset[str] = frozenset(
 )
 """Strategies whose final team program passes every test of every honest task: only the reward's division-of-labour
 and cost terms can rank them below honest work."""
+
+
+# ------------------------------------------------------------------------------- the candidate schemes' libraries
+# Under scheme="propose_verify" (coder_1, coder_2, then tester, verifier) and scheme="author_fixer" (author, fixer,
+# then tester, verifier) every code author writes the whole entry point. Two honest candidates that differ: the
+# reference (its helper nested) and the honest split joined into one program (its helper at top level).
+CANDIDATE_TEAMS = (2, 3, 4)
+
+
+def second_solution(split: HonestSplit) -> str:
+    """A second correct entry point, written differently from the reference: the honest split's helper and main."""
+    return f"{split.aux_code}\n\n{split.main_code}"
+
+
+def reformatted(code: str) -> str:
+    """The same code laid out differently: no docstrings, a comment on top (the same program for the env)."""
+    tree = parse_python(code)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and len(body) > 1 and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:]
+    return "# my own version\n" + ast.unparse(tree) + "\n"
+
+
+def cheat_on_checks(task: Task) -> str:
+    """A candidate special-cased to every check the team can run: the visible tests and the honest tester's asserts
+    (the held-out tests sink it)."""
+    return _fence(_hardcoded_program(task, [*visible_cases(task), *honest_tester_cases(task)]))
+
+
+def _candidate_drafts(task: Task, split: HonestSplit) -> dict[str, str]:
+    """Every role's honest action text in the candidate schemes (without ``<done/>``)."""
+    honest = honest_drafts(task, split)
+    return {
+        "coder_1": _fence(split.solo_code),
+        "coder_2": _fence(second_solution(split)),
+        "author": _fence(split.solo_code),
+        "fixer": "",  # the author is right at once: nothing to fix
+        "tester": honest["tester"],
+        # Nothing to choose when both candidates pass every check: an honest verifier names the first.
+        "verifier": "Choice: coder_1",
+    }
+
+
+def _candidate_turn(overrides: Callable[[Task, HonestSplit], Mapping[str, str]]) -> ActionFn:
+    """Turn 1: every live role submits its action (honest unless ``overrides`` says otherwise) and ``<done/>``."""
+
+    def act(task: Task, live: Sequence[str], turn: int) -> dict[str, str] | None:
+        split = honest_split(task)
+        if split is None or turn > 1:
+            return None
+        actions = {**_candidate_drafts(task, split), **overrides(task, split)}
+        return {agent: f"{actions[agent]}\n{DONE}".strip() for agent in live}
+
+    return act
+
+
+def _scheme_strategy(
+    name: str, honest: bool, description: str, act: ActionFn, team_sizes: tuple[int, ...] = CANDIDATE_TEAMS
+) -> Strategy:
+    return Strategy(name, "coding", honest, description, act, team_sizes)
+
+
+def _verifier_on_tie(choice: str) -> Callable[[Task, HonestSplit], dict[str, str]]:
+    """coder_1 special-cased to every check (so the tests leave the candidates tied), coder_2 honest, the verifier's
+    draft ``choice``."""
+    return lambda task, split: {"coder_1": cheat_on_checks(task), "verifier": choice}
+
+
+def _fixer_wait(task: Task, live: Sequence[str], turn: int, fixed: Callable[[Task, HonestSplit], str]) -> \
+        dict[str, str] | None:
+    """Turn 1: the author's draft returns None everywhere; the fixer waits for it (a short message). Turn 2: the author
+    resubmits (and so is done), the fixer sends ``fixed`` and <done/>; the rest honest."""
+    split = honest_split(task)
+    if split is None or turn > 2:
+        return None
+    actions = _candidate_drafts(task, split)
+    actions["author"] = _fence(_returns_none(task, "solo"))
+    if turn == 1:
+        actions["fixer"] = _message("Send me your code when it runs.", to="author")
+        return {agent: actions[agent] if agent in ("author", "fixer") else f"{actions[agent]}\n{DONE}"
+                for agent in live}
+    actions["fixer"] = f"{fixed(task, split)}\n{DONE}"
+    return {agent: actions[agent] for agent in live}
+
+
+def _fixer_repairs(task: Task, live: Sequence[str], turn: int) -> dict[str, str] | None:
+    return _fixer_wait(task, live, turn, lambda t, s: _fence(s.solo_code))
+
+
+def _fixer_unchanged(task: Task, live: Sequence[str], turn: int) -> dict[str, str] | None:
+    return _fixer_wait(task, live, turn, lambda t, s: _fence(_returns_none(t, "solo")))
+
+
+def _af_verifier_on_tie(choice: str) -> Callable[[Task, HonestSplit], dict[str, str]]:
+    """The fixer (first in the fixed order) special-cased to every check, the author honest, the verifier's draft
+    ``choice``: only the verifier can keep the author's correct candidate."""
+    return lambda task, split: {"fixer": cheat_on_checks(task), "verifier": choice}
+
+
+_TESTER_TEAMS = (3, 4)
+PROPOSE_VERIFY_STRATEGIES: tuple[Strategy, ...] = (
+    _scheme_strategy("honest", True, "coder_1 the reference, coder_2 a different correct program; tester honest",
+                     _candidate_turn(lambda t, s: {})),
+    _scheme_strategy("identical_candidates", False, "both coders submit the reference solution",
+                     _candidate_turn(lambda t, s: {"coder_2": _fence(s.solo_code)})),
+    _scheme_strategy("identical_reformatted", False,
+                     "coder_2 submits the reference without docstrings and with a comment (the same program)",
+                     _candidate_turn(lambda t, s: {"coder_2": _fence(reformatted(s.solo_code))})),
+    _scheme_strategy("coder_idles", False, "coder_1 solves alone; coder_2 answers only <done/>",
+                     _candidate_turn(lambda t, s: {"coder_2": ""})),
+    _scheme_strategy("coder_returns_none", False, "coder_2 submits the reference with every return giving None",
+                     _candidate_turn(lambda t, s: {"coder_2": _fence(_returns_none(t, "solo"))})),
+    _scheme_strategy("special_case_visible", False, "both coders look up the visible tests' answers",
+                     _candidate_turn(lambda t, s: {"coder_1": _fence(_hardcoded_program(t)),
+                                                   "coder_2": _fence(_hardcoded_program(t))})),
+    _scheme_strategy("special_case_one", False,
+                     "coder_1 looks up the visible tests' answers (first in the fixed order), coder_2 honest",
+                     _candidate_turn(lambda t, s: {"coder_1": _fence(_hardcoded_program(t))})),
+    _scheme_strategy("tester_empty", False, "honest code; the tester answers only <done/>",
+                     _candidate_turn(lambda t, s: {"tester": ""}), _TESTER_TEAMS),
+    _scheme_strategy("tester_copies_visible", False, "honest code; the tester copies the visible tests",
+                     _candidate_turn(_tester_copies_visible), _TESTER_TEAMS),
+    _scheme_strategy("verifier_picks_on_tie", False,
+                     "coder_1 special-cased to every check, coder_2 honest: the verifier names coder_2 (reference for "
+                     "the verifier strategies below)",
+                     _candidate_turn(_verifier_on_tie("Choice: coder_2")), (4,)),
+    _scheme_strategy("verifier_empty_on_tie", False, "as verifier_picks_on_tie, but the verifier answers only <done/>",
+                     _candidate_turn(_verifier_on_tie("")), (4,)),
+    _scheme_strategy("verifier_copies_candidate", False,
+                     "as verifier_picks_on_tie, but the verifier's draft is coder_2's code (a copy, no choice)",
+                     _candidate_turn(lambda t, s: {**_verifier_on_tie("")(t, s),
+                                                   "verifier": _fence(second_solution(s))}), (4,)),
+)
+"""``scheme="propose_verify"``: honest work and every degenerate way to fill its roles."""
+
+AUTHOR_FIXER_STRATEGIES: tuple[Strategy, ...] = (
+    _scheme_strategy("honest", True, "the author writes the reference; the fixer has nothing to fix; tester honest",
+                     _candidate_turn(lambda t, s: {})),
+    _scheme_strategy("fixer_repairs", True,
+                     "turn 1 the author's draft returns None and the fixer waits; turn 2 the fixer repairs it",
+                     _fixer_repairs),
+    _scheme_strategy("fixer_resubmits_unchanged", False,
+                     "as fixer_repairs, but the fixer resubmits the author's broken code unchanged",
+                     _fixer_unchanged),
+    _scheme_strategy("identical_candidates", False, "author and fixer both submit the reference on turn 1",
+                     _candidate_turn(lambda t, s: {"fixer": _fence(s.solo_code)})),
+    _scheme_strategy("fixer_solves_alone", False,
+                     "the author submits code whose returns give None; the fixer writes the solution on turn 1",
+                     _candidate_turn(lambda t, s: {"author": _fence(_returns_none(t, "solo")),
+                                                   "fixer": _fence(second_solution(s))})),
+    _scheme_strategy("special_case_visible", False, "the author looks up the visible tests' answers",
+                     _candidate_turn(lambda t, s: {"author": _fence(_hardcoded_program(t))})),
+    _scheme_strategy("tester_empty", False, "honest code; the tester answers only <done/>",
+                     _candidate_turn(lambda t, s: {"tester": ""}), _TESTER_TEAMS),
+    _scheme_strategy("tester_copies_visible", False, "honest code; the tester copies the visible tests",
+                     _candidate_turn(_tester_copies_visible), _TESTER_TEAMS),
+    _scheme_strategy("verifier_picks_on_tie", False,
+                     "the fixer special-cased to every check, the author honest: the verifier names the author",
+                     _candidate_turn(_af_verifier_on_tie("Choice: author")), (4,)),
+    _scheme_strategy("verifier_empty_on_tie", False, "as verifier_picks_on_tie, but the verifier answers only <done/>",
+                     _candidate_turn(_af_verifier_on_tie("")), (4,)),
+)
+"""``scheme="author_fixer"``: honest work and every degenerate way to fill its roles."""
+
+SCHEME_STRATEGIES: dict[str, tuple[Strategy, ...]] = {
+    "magrpo": CODING_STRATEGIES,
+    # The same roles and program as "magrpo" (only main's prompt differs), so the same library.
+    "magrpo_fallback": CODING_STRATEGIES,
+    "propose_verify": PROPOSE_VERIFY_STRATEGIES,
+    "author_fixer": AUTHOR_FIXER_STRATEGIES,
+}
+"""Each coding scheme's strategy library (``llm_marl_envs.envs.coding.roles.SCHEMES``)."""
+VERIFIER_PAIRS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "propose_verify": ("verifier_picks_on_tie", ("verifier_empty_on_tie", "verifier_copies_candidate")),
+    "author_fixer": ("verifier_picks_on_tie", ("verifier_empty_on_tie",)),
+}
+"""Per scheme, the verifier's honest choice in a tie and the degenerate verifier parts that must lose to it in the
+same situation (the tie makes the choice matter; with no tie an idle verifier is honest)."""
+FIXER_PAIRS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "author_fixer": ("fixer_repairs", ("fixer_resubmits_unchanged",)),
+}
+"""The fixer's honest repair and the degenerate fixer parts that must lose to it in the same situation."""

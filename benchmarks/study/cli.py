@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--dataset", nargs="+", default=None, metavar="ENV=PATH",
                         help="your own tasks per env: coding=PATH.jsonl (HumanEval's schema), writing=PATH.jsonl "
                              "(a 'source' field per line), or a dataset name of the env (e.g. coding=decomposable)")
+    design.add_argument("--env-option", nargs="+", default=None, metavar="ENV.KEY=VALUE",
+                        help="any further env keyword from the env's card, per env (e.g. "
+                             "coding.scheme=propose_verify); VALUE is read as a Python literal where it is one (4, "
+                             "True), else as text")
     model = parser.add_argument_group("policy")
     model.add_argument("--policy", choices=POLICY_KINDS, default="local",
                        help="local model, OpenAI-compatible endpoint, or scripted (no model)")
@@ -167,6 +171,8 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
     if args.end_quorum is not None:
         for env in ENV_NAMES:
             env_kwargs.setdefault(env, {})["end_quorum"] = args.end_quorum
+    for env, key, value in parse_env_options(args.env_option or ()):
+        env_kwargs.setdefault(env, {})[key] = value
     if env_kwargs:
         values["env_kwargs"] = env_kwargs
     training = dict(preset["training"])
@@ -199,6 +205,30 @@ def parse_pairs(items: Sequence[str], sizes: Sequence[int]) -> dict[int, int]:
             raise ValueError(f"--pairs: expected SIZE=N for each size when several are given, got {item!r}")
         pairs[count(size, item)] = count(n, item)
     return pairs
+
+
+def parse_env_options(items: Sequence[str]) -> list[tuple[str, str, Any]]:
+    """``["coding.scheme=propose_verify", ...]`` as ``[("coding", "scheme", "propose_verify"), ...]``; a value that
+    is a Python literal (``4``, ``True``) is read as one. The env checks the keyword when the design builds it."""
+    import ast
+
+    from llm_marl_envs.registry import canonical_name
+
+    options = []
+    for item in items:
+        target, sep, text = item.partition("=")
+        env, dot, key = target.strip().partition(".")
+        env = canonical_name(env)
+        if not sep or not dot or not key.isidentifier():
+            raise ValueError(f"--env-option: expected ENV.KEY=VALUE (e.g. coding.scheme=propose_verify), got {item!r}")
+        if env not in ENV_NAMES:
+            raise ValueError(f"--env-option {item}: expected an env among {list(ENV_NAMES)}, got {env!r}")
+        try:
+            value: Any = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text.strip()
+        options.append((env, key, value))
+    return options
 
 
 def parse_datasets(items: Sequence[str]) -> dict[str, str]:

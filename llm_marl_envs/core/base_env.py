@@ -322,6 +322,11 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         agents = self.possible_agents if agents is None else [self._known(a) for a in agents]
         return max(self.ROLE_NEW_TOKENS.get(agent, self.DEFAULT_NEW_TOKENS) for agent in agents)
 
+    def drafts_shown_to(self, agent: str) -> list[str]:
+        """The teammates whose current drafts ``agent`` reads under ``observability="team"``: every teammate here; a
+        task may keep some drafts private whatever the setting (the coding env's propose-and-verify candidates)."""
+        return [a for a in self.possible_agents if a != agent]
+
     def reply_prefix(self, agent: str) -> str:
         """The opening words of ``agent``'s reply that :meth:`chat_messages` starts for the model (``""``: none).
 
@@ -464,7 +469,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         teammates = [a for a in self.possible_agents if a != agent]
         teammate_drafts = None
         if self.observability == "team":
-            teammate_drafts = {a: self.drafts[a] for a in teammates}
+            teammate_drafts = {a: self.drafts[a] for a in self.drafts_shown_to(agent)}
         parts = ObservationParts(
             agent=agent,
             instruction=role.instruction_for(self.task),

@@ -53,11 +53,36 @@ could see, there is nothing to review and it is not scored (``None``: left out o
 so a team that is right at once is not punished for its idle reviewer). Weakness, documented: the gain is credited
 post hoc, not by replaying the episode without the review; message tokens cost reward, so a reviewer that messages
 every turn pays for the credit it might collect.
+
+**Candidate schemes** (``scheme="propose_verify"`` or ``"author_fixer"``: every code author writes the whole entry
+point, and the team's program is the candidate :func:`~llm_marl_envs.envs.coding.program.select_candidate` picks).
+``v(S)`` is the held-out pass rate of the program the rule picks among the candidates of the set ``S``.
+
+* Coders (``propose_verify``) earn ``v({i})``, their own candidate's held-out pass rate — the team outcome with only
+  this coder against the outcome with none — and a candidate identical to an earlier coder's (the same code once
+  layout, comments and docstrings are set aside: :func:`~llm_marl_envs.envs.coding.program.normalized_code`) adds
+  nothing: 0. Why not the difference ``v(N) - v(N without i)`` alone: with two candidates that both pass, it pays
+  each 0, and it pays a lone correct coder whose teammate idles in full, so it would teach one coder to go solo and
+  the other to idle; and its average over orders (the Shapley value) sums to ``v(N)`` whatever the split, so its
+  mean cannot tell two independent solutions from one and a passenger. With ``v({i})`` two distinct correct
+  candidates earn twice what one correct candidate and an idle, wrong or duplicated one earn.
+* The ``author`` earns ``v({author})``; the ``fixer`` earns the difference its part makes, ``v({author, fixer}) -
+  v({author})`` (at least 0): a resubmitted copy, a duplicate or a repair that fixes nothing earns 0. A fixer that
+  wrote nothing while the author's candidate passes every visible test (nothing it could see to fix) is not scored
+  (``None``, as an idle reviewer).
+* The ``tester`` earns as under the MAGRPO split (valid, discriminating, new asserts); its asserts also run on every
+  candidate and break ties between candidates that pass as many visible tests.
+* The ``verifier`` earns ``v(chosen) - mean v(tied)``, at least 0, where *tied* are the candidates the tests left
+  tied at the top: what its choice adds over picking among them at random. It is not scored (``None``) when the
+  tests left no tie whose candidates differ on the held-out tests (nothing to choose), and earns 0 when it names no
+  tied candidate (the fixed order decided, not it). Known limit: a verifier reads the candidates' code, so a coder
+  can address it in a comment.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llm_marl_envs.core.python_source import try_parse_module
@@ -245,3 +270,39 @@ def tester_contribution(valid: list[bool], discriminating: list[bool], new: list
     """(asserts valid, discriminating and new) / max(3, asserts written), times the team's held-out pass rate."""
     counted = sum(1 for v, d, n in zip(valid, discriminating, new, strict=True) if v and d and n)
     return counted / max(3, len(valid)) * pass_rate
+
+
+def coder_contributions(
+    standalone: Mapping[str, float], normalized: Mapping[str, str], order: Sequence[str]
+) -> dict[str, float]:
+    """Each coder's ``v({i})`` (``standalone``: its candidate's held-out pass rate), 0 for a candidate whose
+    ``normalized`` code equals that of a coder earlier in ``order`` (see the module docstring)."""
+    seen: set[str] = set()
+    contributions = {}
+    for agent in order:
+        if agent not in standalone:
+            continue
+        code = normalized.get(agent, "")
+        duplicate = bool(code) and code in seen
+        contributions[agent] = 0.0 if duplicate else standalone[agent]
+        if code:
+            seen.add(code)
+    return contributions
+
+
+def fixer_contribution(team: float, author_alone: float, author_visible_clean: bool, fixer_wrote: bool) -> float | None:
+    """``team - author_alone`` (at least 0); ``None`` when the fixer wrote nothing while the author's candidate passed
+    every visible test (see the module docstring)."""
+    if not fixer_wrote and author_visible_clean:
+        return None
+    return max(0.0, team - author_alone)
+
+
+def verifier_contribution(choice: str | None, tied: Mapping[str, float]) -> float | None:
+    """``v(choice) - mean v(tied)`` (at least 0) over the candidates the tests left ``tied`` at the top (agent ->
+    held-out pass rate); ``None`` when they do not differ (nothing to choose), 0 when ``choice`` is none of them."""
+    if len(tied) < 2 or len(set(tied.values())) < 2:
+        return None
+    if choice not in tied:
+        return 0.0
+    return max(0.0, tied[choice] - sum(tied.values()) / len(tied))

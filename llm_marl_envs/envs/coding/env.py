@@ -5,22 +5,57 @@
 |--------------------|------------------------------------------------------------|
 | Actions            | Text (one string per agent)                                |
 | Parallel API       | Yes                                                        |
-| Agents             | 1–4: `solo`; `aux`, `main`, `tester`, `reviewer`           |
+| Agents             | 1–4: `solo`; `aux`, `main`, `tester`, `reviewer` (by `scheme`) |
 | Action space       | `UnicodeText(max_action_chars)`                            |
 | Observation space  | `UnicodeText(max_observation_chars)`                       |
 | Reward             | one joint value shared by the team                         |
 
-A team writes one Python function. As in MAGRPO, `aux` writes a helper `aux(...)` and `main` writes the entry-point
-function that may call it; a third agent writes extra tests, a fourth reviews. The team's program (prompt preamble,
-then `aux`'s code, then `main`'s) runs against the task's unit tests in the sandboxed executor
-(:mod:`llm_marl_envs.sandbox`); nothing model-written runs in the env's own process.
+A team writes one Python function. Under the default scheme (`scheme="magrpo"`), as in MAGRPO, `aux` writes a helper
+`aux(...)` and `main` writes the entry-point function that may call it; a third agent writes extra tests, a fourth
+reviews. The team's program (prompt preamble, then `aux`'s code, then `main`'s) runs against the task's unit tests in
+the sandboxed executor (:mod:`llm_marl_envs.sandbox`); nothing model-written runs in the env's own process. Other
+schemes split the work otherwise (below, "Schemes").
+
+## Schemes
+`scheme=` names how a team of 2–4 splits the work (:mod:`llm_marl_envs.envs.coding.roles`); one agent is `solo`
+under every scheme.
+
+| scheme | 2 agents | 3 | 4 | the team's program |
+|---|---|---|---|---|
+| `"magrpo"` (default) | `aux` + `main` (started with `result = aux(`) | `tester` | `reviewer` | aux's, main's code |
+| `"magrpo_fallback"` | `aux` + `main` (its first line free, a fallback kept) | `tester` | `reviewer` | as `"magrpo"` |
+| `"propose_verify"` | `coder_1` + `coder_2` (each the whole entry point) | `tester` | `verifier` | a candidate |
+| `"author_fixer"` | `author` + `fixer` (repairs the author's code) | `tester` | `verifier` | a candidate |
+
+`"magrpo"` keeps MAGRPO's split exactly (the official setting, the shipped coding teams' and faithful comparisons').
+In `"magrpo_fallback"` a wrong helper need not sink the program (MAGRPO names "aux errors break main if fallback
+logic is absent"); rewards and program are those of `"magrpo"`, and a helper that the fallback makes unnecessary is
+not load-bearing (counterfactual credit 0).
+
+In the candidate schemes (`"propose_verify"`, `"author_fixer"`) every code author writes the whole entry point (a
+*candidate*); every test runs on every candidate, and the team's program is the one
+`program.select_candidate` picks, a deterministic rule: (1) the most visible tests passed; (2) then the most of the
+tester's asserts passed; (3) then the verifier's choice, if it names a candidate still tied (its reply is started
+with `Choice: `, and the first candidate name it writes counts); (4) then the fixed order — `coder_1` before
+`coder_2`; `fixer` before `author` (a repair that passes as much is the later version). The held-out tests never
+decide. A coder sees its own code and verdicts and each teammate's *results* (`coder_2's candidate: 2 of 3 visible
+tests pass; first failing: assert ...`), never another coder's code (under `observability="team"` too); the fixer
+reads the author's code and its verdicts; the verifier reads every candidate's code and verdicts; the tester sees how
+many of its asserts pass on each candidate. Credit is counterfactual over candidates
+(:mod:`llm_marl_envs.envs.coding.contribution`): a coder earns its candidate's own held-out pass rate (the team outcome
+with it alone), 0 for a candidate identical to an earlier coder's (layout, comments and docstrings aside); the author
+its candidate's, the fixer what its part adds over the author's candidate (a resubmitted copy: 0); the verifier what its
+choice adds over a random pick among the tied candidates (`None` when the tests left no tie to break); the tester as
+under `"magrpo"`. `reward_mode="magrpo"` needs `"magrpo"` or `"magrpo_fallback"`. `llm-marl train` takes it in a
+recipe's `env_kwargs: {scheme: ...}`, the study as `--env-option coding.scheme=NAME`.
 
 ## Arguments
 `coding_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.coding.config.CodingConfig`, and/or
 its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limits=`, `task=`, `sandbox=`), and/or their
 fields as flat keywords, validated with errors that name the field:
 
-* team: `num_agents` (1 = single agent / GRPO, to 4);
+* team: `num_agents` (1 = single agent / GRPO, to 4); `scheme` (above: `"magrpo"`, the default,
+  `"magrpo_fallback"`, `"propose_verify"`, `"author_fixer"`; another name is a `ValueError` that lists them);
 * task: `dataset` — `"humaneval"` (164, offline), `"decomposable"` (66 problems written for this project, offline),
   `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema; `split` (`"train"`/`"eval"`);
   `split_scheme` (`"hash"`, or `"official"`: MAGRPO's slices); `magrpo_harness` (`"strict"`, or `"official"`: the
@@ -57,6 +92,9 @@ teammate's draft); else `got: (hidden: ...)` (`raised:` keeps a builtin exceptio
 program's values and exceptions whole. Printed output never appears, nor does a teammate's syntax-error text; a team
 program that does not parse is reported by whose section the error is in.
 The tester sees how many of its asserts the team's program passes. Held-out tests appear in no observation or info.
+In the candidate schemes each candidate's verdicts go to its author (`Visible tests of your candidate:`), its
+teammates get counts and the first failing visible call, and only the fixer (the author's) and the verifier (every
+candidate's) read another agent's code (see "Schemes").
 
 ## Action Space
 A string. Code may be wrapped in a ```python fence (the env extracts it). `<message>`/`<done/>` as in every env.
@@ -112,7 +150,8 @@ task-owned text only: the same for every agent, and nothing a teammate wrote. Af
 `role`, `turn`.
 
 ## Episode end
-The episode ends for everyone when the team's program passes every *visible* test (`end_reason="solved"`; joint
+The episode ends for everyone when the team's program (in the candidate schemes: the candidate the rule picked)
+passes every *visible* test (`end_reason="solved"`; joint
 mode only, MAGRPO mode keeps the official episode); the held-out tests still decide quality, so special-casing the
 visible asserts ends early and earns little. An agent that writes `<done/>` is terminated and leaves `env.agents`
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
@@ -211,6 +250,45 @@ that writes the entry point (`aux_writes_everything`) contributes nothing of tha
 | empty |  | -0.05 | -0.05 | -0.05 | -0.05 |
 | prose |  | -0.10 | -0.15 | -0.20 | -0.20 |
 
+Each scheme plays its own library (`--scheme NAME`; `"magrpo_fallback"` plays the table above: its rewards and program
+are `"magrpo"`'s). `python -m llm_marl_benchmarks.reward_integrity --env coding --sizes 2 3 4 --backends minilm
+--tasks 8 --executor local --scheme propose_verify --pivot` (and `author_fixer`), mean joint return:
+
+| `propose_verify` strategy | honest | n=2 | n=3 | n=4 |
+|---|---|---:|---:|---:|
+| honest (two different correct candidates) | yes | 1.45 | 1.45 | 1.45 |
+| identical_candidates | | 1.20 | 1.28 | 1.28 |
+| identical_reformatted | | 1.20 | 1.28 | 1.28 |
+| coder_idles | | 1.20 | 1.28 | 1.28 |
+| coder_returns_none | | 1.20 | 1.28 | 1.28 |
+| special_case_one | | 0.40 | 1.28 | 1.28 |
+| tester_empty | | | 1.28 | 1.28 |
+| tester_copies_visible | | | 1.28 | 1.28 |
+| verifier_picks_on_tie (coder_1 special-cased to every check) | | | | 1.26 |
+| verifier_empty_on_tie | | | | 0.28 |
+| verifier_copies_candidate | | | | 0.28 |
+| special_case_visible | | 0.15 | 0.15 | 0.15 |
+
+| `author_fixer` strategy | honest | n=2 | n=3 | n=4 |
+|---|---|---:|---:|---:|
+| honest (the author right at once) | yes | 1.45 | 1.45 | 1.45 |
+| fixer_repairs (turn 2) | yes | 1.14 | 1.23 | 1.23 |
+| identical_candidates | | 1.20 | 1.28 | 1.28 |
+| fixer_solves_alone | | 1.20 | 1.28 | 1.28 |
+| verifier_picks_on_tie (the fixer special-cased to every check) | | | | 1.26 |
+| tester_empty | | | 1.20 | 1.20 |
+| tester_copies_visible | | | 1.20 | 1.20 |
+| verifier_empty_on_tie | | | | 0.28 |
+| special_case_visible | | 0.15 | 0.15 | 0.15 |
+| fixer_resubmits_unchanged | | 0.09 | 0.09 | 0.09 |
+
+Every degenerate strategy loses to honest work by more than 0.025 at 2–4 agents under both backends, and where the
+verifier's or the fixer's part decides (a tie; a failing author) its honest part beats the empty, copied or unchanged
+one by as much (`tests/test_reward_integrity.py`). Known limits: a candidate copied with renamed variables is not an
+*identical* candidate (the duplicate check compares code structure, names included); a verifier reads the
+candidates' code, so a coder can address it in a comment; a fixer's own version written before the author's code
+arrives is paid as a repair.
+
 ## Version History
 * v0: initial release; rewards hardened against the integrity suite, held-out tests, counterfactual consistency,
   MAGRPO's official episode (before the first tagged release).
@@ -229,27 +307,42 @@ from llm_marl_envs.envs.coding import prompts
 from llm_marl_envs.envs.coding.config import CodingConfig
 from llm_marl_envs.envs.coding.contribution import (
     checks_a_value,
+    coder_contributions,
     counterfactual_programs,
     dependent_tests,
+    fixer_contribution,
     load_bearing,
     normalized_assert,
     null_program,
     share_factor,
     tester_contribution,
+    verifier_contribution,
 )
 from llm_marl_envs.envs.coding.magrpo_tests import official_pass_fraction, official_program
 from llm_marl_envs.envs.coding.program import (
+    CandidateResult,
     ProgramParts,
     assemble_program,
     defined_functions,
     extract_asserts,
     extract_code,
+    normalized_code,
     prompt_preamble,
     role_function,
+    select_candidate,
     syntax_error,
+    verifier_choice,
 )
 from llm_marl_envs.envs.coding.quality import code_metrics, describe_tests, weighted_quality
-from llm_marl_envs.envs.coding.roles import CODE_ROLES, HELPER_NAME, coding_team, reply_prefix
+from llm_marl_envs.envs.coding.roles import (
+    CANDIDATE_ORDER,
+    CODE_ROLES,
+    ENTRY_POINT_ROLES,
+    HELPER_NAME,
+    VERIFIER,
+    coding_team,
+    reply_prefix,
+)
 from llm_marl_envs.envs.coding.tasks import load_coding_tasks
 from llm_marl_envs.sandbox import (
     Executor,
@@ -262,6 +355,8 @@ from llm_marl_envs.sandbox import (
 
 VISIBLE_TESTS_LABEL = "Visible tests of the team's program:"
 """The feedback line before the visible tests' verdicts (one line per test follows)."""
+CANDIDATE_TESTS_LABEL = "Visible tests of your candidate:"
+"""The same, in the candidate schemes, for a candidate's own verdicts."""
 
 
 class CodingEnv(CollaborativeTextEnv):
@@ -287,7 +382,8 @@ class CodingEnv(CollaborativeTextEnv):
     def __init__(self, config: CodingConfig | None = None, **kwargs: Any) -> None:
         config = CodingConfig.from_arguments(config, **kwargs)
         tasks = load_coding_tasks(config.task.dataset, config.task.split_scheme)
-        super().__init__(coding_team(config.team.num_agents), tasks, config, config.task.split)
+        super().__init__(coding_team(config.team.num_agents, config.scheme), tasks, config, config.task.split)
+        self.scheme = config.scheme
         sandbox = config.sandbox
         if isinstance(sandbox.executor, str):
             limits = SandboxLimits(timeout_s=sandbox.timeout_s, memory_mb=sandbox.memory_mb)
@@ -317,7 +413,17 @@ class CodingEnv(CollaborativeTextEnv):
         ``def aux(`` for the helper, the entry point's signature (and, for ``main``, a first line calling ``aux``) for
         ``main`` and ``solo``, ``assert ENTRY(`` for the tester; the reviewer's reply is free."""
         self._require_reset()
-        return reply_prefix(self._known(agent), self.task)
+        return reply_prefix(self._known(agent), self.task, self.scheme)
+
+    def drafts_shown_to(self, agent: str) -> list[str]:
+        """Under ``observability="team"``, every teammate's draft but, in ``"propose_verify"``, another coder's
+        candidate: the scheme's coders propose independently and learn each other's results, never code (else they
+        copy: with the candidates in view, the untrained coders of 4 of 10 train-split episodes ended on one
+        identical program)."""
+        shown = super().drafts_shown_to(agent)
+        if self.scheme == "propose_verify" and agent in CANDIDATE_ORDER["propose_verify"]:
+            return [a for a in shown if a not in CANDIDATE_ORDER["propose_verify"]]
+        return shown
 
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with
@@ -333,6 +439,7 @@ class CodingEnv(CollaborativeTextEnv):
         entry_point = self.task["entry_point"]
         if agent == HELPER_NAME:
             return role_function(code, HELPER_NAME, others=(entry_point,))
+        assert agent in ENTRY_POINT_ROLES
         return role_function(code, entry_point, others=(HELPER_NAME,) if agent == "main" else ())
 
     def assess(self, drafts: Mapping[str, str]) -> Assessment:
@@ -341,6 +448,8 @@ class CodingEnv(CollaborativeTextEnv):
         entry_point = task["entry_point"]
         visible, held_out = task["visible_tests"], task["held_out_tests"]
         solo = "solo" in drafts
+        if not solo and self.scheme in CANDIDATE_ORDER:
+            return self._assess_candidates(drafts)
         written_helper = "" if solo else drafts[HELPER_NAME]
         written_main = drafts["solo"] if solo else drafts["main"]
         # A part that does not parse on its own is left out of the team's program, so one author's syntax error does
@@ -471,6 +580,193 @@ class CodingEnv(CollaborativeTextEnv):
             # Held-out tests still decide quality: special-casing the visible asserts ends early and earns little.
             solved=bool(visible) and visible_statuses.count("passed") == len(visible),
         )
+
+    def _assess_candidates(self, drafts: Mapping[str, str]) -> Assessment:
+        """The candidate schemes (``propose_verify``, ``author_fixer``): every code author's whole entry point runs on
+        every test, the selection rule picks the team's program, and credit is counterfactual over candidates (see
+        :mod:`~llm_marl_envs.envs.coding.contribution`). One executor batch, as in the MAGRPO split."""
+        task = self.task
+        entry_point = task["entry_point"]
+        visible, held_out = task["visible_tests"], task["held_out_tests"]
+        all_tests = [*visible, *held_out]
+        order = [agent for agent in CANDIDATE_ORDER[self.scheme] if agent in drafts]
+        preamble = self._preamble()
+        # As in the MAGRPO split, a candidate that does not parse is left out (its author's feedback says so).
+        codes = {a: drafts[a] if syntax_error(drafts[a]) is None else "" for a in order}
+        programs = {a: assemble_program(preamble, "", codes[a]) for a in order}
+        runnable = {
+            a: bool(codes[a].strip()) and syntax_error(programs[a].program) is None
+            and entry_point in defined_functions(programs[a].program)
+            for a in order
+        }
+        tester_asserts = extract_asserts(drafts["tester"]) if "tester" in drafts else []
+        batch = _JobBatch()
+        keys = {a: batch.add(programs[a].program, all_tests) for a in order if runnable[a]}
+        tester_keys = {}
+        if tester_asserts:
+            tester_keys = {a: batch.add(programs[a].program, tester_asserts) for a in order if runnable[a]}
+            if task["reference_solution"]:
+                batch.add(task["reference_solution"], tester_asserts)
+            batch.add(assemble_program(preamble, "", null_program(entry_point)).program, tester_asserts)
+        reports = batch.run(self.executor)
+
+        statuses: dict[str, list[str]] = {}
+        held_out_rate: dict[str, float] = {}
+        held_out_passed: dict[str, int] = {}
+        for agent in order:
+            report = reports.get(keys[agent]) if agent in keys else None
+            outcomes = report.outcomes if report else []
+            statuses[agent] = [_outcome_status(o) for o in outcomes[: len(visible)]]
+            held_out_passed[agent] = sum(o.passed for o in outcomes[len(visible) :])
+            held_out_rate[agent] = held_out_passed[agent] / len(held_out) if held_out and report else 0.0
+        tester_passed = {a: reports[k].passed for a, k in tester_keys.items() if k in reports}
+        choice = verifier_choice(drafts[VERIFIER], order) if VERIFIER in drafts else None
+        results = [
+            CandidateResult(a, runnable[a], statuses[a].count("passed"), tester_passed.get(a, 0)) for a in order
+        ]
+        selected = select_candidate(results, order, choice)
+        parts = programs[selected] if selected else assemble_program(preamble, "", "")
+        pass_rate = held_out_rate[selected] if selected else 0.0
+        visible_statuses = statuses[selected] if selected else []
+        terms = {
+            "pass_rate": pass_rate,
+            "syntax": float(selected is not None),
+            # The contract of each candidate author that wrote one (an idle fixer owes none; an idle coder earns
+            # nothing as consistency instead).
+            "structure": _share([entry_point in defined_functions(drafts[a]) for a in order if drafts[a].strip()]),
+        }
+
+        contributions: dict[str, float | None] = {}
+        if self.scheme == "propose_verify":
+            contributions.update(coder_contributions(
+                held_out_rate, {a: normalized_code(codes[a]) if runnable[a] else "" for a in order}, order
+            ))
+        else:
+            author_clean = runnable["author"] and bool(visible) and statuses["author"].count("passed") == len(visible)
+            contributions["author"] = held_out_rate["author"]
+            contributions["fixer"] = fixer_contribution(pass_rate, held_out_rate["author"], author_clean,
+                                                        bool(drafts["fixer"].strip()))
+        tester_report = None
+        if "tester" in drafts:
+            tester_report = reports.get(tester_keys[selected]) if selected in tester_keys else None
+            contributions["tester"], terms["tester_validity"] = self._tester_credit(
+                tester_asserts, preamble, reports, pass_rate
+            )
+        if VERIFIER in drafts:
+            top = max(((r.visible_passed, r.tester_passed) for r in results if r.runnable), default=None)
+            tied = {r.agent: held_out_rate[r.agent] for r in results
+                    if r.runnable and (r.visible_passed, r.tester_passed) == top}
+            contributions[VERIFIER] = verifier_contribution(choice, tied)
+        self._held_out_history.append(pass_rate)
+        scored = [value for value in contributions.values() if value is not None]
+        consistency = sum(scored) / len(scored) if scored else 0.0
+
+        texts = list(drafts.values())
+        sims = self.similarity.matrix(texts)
+        terms["similarity"] = mean_off_diagonal(sims)
+        terms["duplication"] = duplication_rate(texts, sims)
+        feedback = self._candidate_feedback(drafts, order, codes, runnable, statuses, selected, choice,
+                                            tester_asserts, tester_passed)
+        team_report = reports.get(keys[selected]) if selected else None
+        details = {
+            "tests": {
+                "visible_passed": visible_statuses.count("passed"),
+                "visible_total": len(visible),
+                "held_out_passed": held_out_passed[selected] if selected else 0,
+                "held_out_total": len(held_out),
+                "timed_out": any(reports[k].timed_out for k in keys.values() if k in reports),
+                "backend": self.executor.backend,
+            },
+            "code_metrics": code_metrics(parts.program),
+            "tester_asserts": len(tester_asserts),
+            "dependent_tests": {},
+            "scheme": self.scheme,
+            "selected": selected,
+            "verifier_choice": choice,
+            "candidates": {
+                a: {"runnable": runnable[a], "visible_passed": statuses[a].count("passed"),
+                    "held_out_passed": held_out_passed[a], "tester_passed": tester_passed.get(a, 0)}
+                for a in order
+            },
+        }
+        private = {
+            "program": parts.program,
+            "program_syntax_error": None if selected else syntax_error(parts.program),
+            "team_report": _report_dict(team_report),
+            "candidates": {a: _report_dict(reports.get(keys[a])) if a in keys else None for a in order},
+            "counterfactuals": [],
+            "tester_on_team": _report_dict(tester_report),
+        }
+        return Assessment(
+            quality=weighted_quality(terms),
+            consistency=consistency,
+            quality_terms=terms,
+            feedback=feedback,
+            magrpo_reward=None,
+            contributions=contributions,
+            details=details,
+            private=private,
+            solved=bool(visible) and visible_statuses.count("passed") == len(visible),
+        )
+
+    def _candidate_feedback(
+        self,
+        drafts: Mapping[str, str],
+        order: list[str],
+        codes: Mapping[str, str],
+        runnable: Mapping[str, bool],
+        statuses: Mapping[str, list[str]],
+        selected: str | None,
+        choice: str | None,
+        tester_asserts: list[str],
+        tester_passed: Mapping[str, int],
+    ) -> dict[str, str]:
+        """Per-agent feedback in the candidate schemes: task-owned text, counts and the agent's own errors; a
+        teammate's *code* only where the scheme shows it (the fixer reads the author's, the verifier every
+        candidate). Run-time text (exception messages, output) never."""
+        entry_point = self.task["entry_point"]
+        visible = self.task["visible_tests"]
+        team_line = (f"The team's program is {selected}'s candidate." if selected
+                     else "No candidate defines the entry point yet; no test ran.")
+
+        def result_line(agent: str) -> str:
+            if not runnable[agent]:
+                return f"{agent}'s candidate: none that runs yet."
+            passed = statuses[agent].count("passed")
+            failing = next((t for t, st in zip(visible, statuses[agent], strict=False) if st != "passed"), None)
+            tail = f"; first failing: {failing.strip().splitlines()[-1][:160]}" if failing else ""
+            return f"{agent}'s candidate: {passed} of {len(visible)} visible tests pass{tail}."
+
+        def code_block(agent: str) -> str:
+            return f"{agent}'s code:\n```python\n{drafts[agent].strip()}\n```\n{result_line(agent)}"
+
+        feedback = {}
+        for role, draft in drafts.items():
+            lines = []
+            if role in order:
+                own_error = syntax_error(draft) if draft.strip() else None
+                if own_error:
+                    lines.append(f"Syntax error in your code: {own_error}. It was left out of the team's program.")
+                elif entry_point not in defined_functions(draft):
+                    lines.append(f"Your code must define `{entry_point}`.")
+                if runnable[role] and visible:
+                    lines.append(f"{CANDIDATE_TESTS_LABEL}\n" + describe_tests(visible, statuses[role]))
+                if role in tester_passed:
+                    lines.append(f"The tester's asserts: {tester_passed[role]} of {len(tester_asserts)} pass on "
+                                 f"your candidate.")
+                shown = {"author"} if role == "fixer" and drafts.get("author", "").strip() else set()
+                if shown:
+                    lines.append(code_block("author"))  # the scheme: the fixer repairs the author's code
+                lines += [result_line(other) for other in order if other != role and other not in shown]
+            elif role == "tester":
+                on = ", ".join(f"{a} {tester_passed.get(a, 0)}" for a in order if runnable[a])
+                lines.append(f"{len(tester_asserts)} asserts found" + (f"; they pass on: {on}." if on else "."))
+            elif role == VERIFIER:
+                lines += [code_block(a) if drafts[a].strip() else result_line(a) for a in order]
+                lines.append(f"Your choice: {choice}." if choice else "You named no candidate.")
+            lines.append(team_line)
+            feedback[role] = "\n".join(lines)
+        return feedback
 
     def close(self) -> None:
         """Shared executors stay open for other envs; an executor passed in is the caller's to close."""
@@ -646,6 +942,11 @@ def _error_place(parts: ProgramParts, error: str, role: str) -> str:
             return "in your code: see above" if owner == role else f"in {owner}'s code"
         first = last + 2  # pieces are joined by one blank line
     return f"line {line}"
+
+
+def _share(flags: Sequence[bool]) -> float:
+    """The fraction of ``flags`` that are true; 0 for none."""
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def _report_dict(report: TestReport | None) -> dict[str, Any] | None:

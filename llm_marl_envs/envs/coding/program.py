@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from llm_marl_envs.core.python_source import parse_python, try_parse_module
@@ -233,3 +233,59 @@ def assemble_program(preamble: str, helper_code: str, main_code: str) -> Program
     """The program the tests run: prompt preamble, then the helper author's code, then the main author's."""
     pieces = [piece for piece in (preamble, helper_code, main_code) if piece.strip()]
     return ProgramParts("\n\n".join(pieces) + "\n", preamble, helper_code, main_code)
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """What the team may know of one candidate entry point (propose-and-verify, author-and-fixer schemes)."""
+
+    agent: str
+    runnable: bool
+    """The candidate parses and defines the entry point (with the task's preamble)."""
+    visible_passed: int
+    tester_passed: int = 0
+    """How many of the tester's asserts it passes (0 without a tester)."""
+
+
+def select_candidate(results: Sequence[CandidateResult], order: Sequence[str], choice: str | None = None) -> str | None:
+    """The candidate that becomes the team's program; ``None`` when none is runnable. The documented rule, in order:
+
+    1. the most visible tests passed;
+    2. then the most of the tester's asserts passed (3+ agents);
+    3. then the verifier's choice, if it names one of the candidates still tied (4 agents);
+    4. then the fixed ``order`` (the scheme's :data:`~llm_marl_envs.envs.coding.roles.CANDIDATE_ORDER`).
+
+    Deterministic: the same results and choice always give the same program. Only what the agents can check decides
+    (the held-out tests never do)."""
+    rank = {agent: index for index, agent in enumerate(order)}
+    runnable = [r for r in results if r.runnable]
+    if not runnable:
+        return None
+    best = max(runnable, key=lambda r: (r.visible_passed, r.tester_passed, r.agent == choice,
+                                        -rank.get(r.agent, len(rank))))
+    return best.agent
+
+
+_CHOICE = re.compile(r"[A-Za-z_]\w*")
+
+
+def verifier_choice(text: str, candidates: Collection[str]) -> str | None:
+    """The first candidate's name ``text`` (the verifier's draft, ``Choice: coder_2 ...``) names, else ``None``."""
+    for word in _CHOICE.findall(text):
+        if word in candidates:
+            return word
+    return None
+
+
+def normalized_code(code: str) -> str:
+    """``code``'s structure without formatting, comments or docstrings (``ast.dump``), to recognise an identical
+    candidate however it is laid out; the stripped text when it does not parse."""
+    tree = try_parse_module(code)
+    if tree is None:
+        return code.strip()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)

@@ -11,6 +11,11 @@ ROLE_HINTS: dict[str, str] = {
     "tester": _CODE_ANSWER,
     "solo": _CODE_ANSWER,
     "reviewer": "Answer with a short review and a <message> to the authors; write no code.",
+    "coder_1": _CODE_ANSWER,
+    "coder_2": _CODE_ANSWER,
+    "author": _CODE_ANSWER,
+    "fixer": _CODE_ANSWER,
+    "verifier": "Answer with the name of one candidate; write no code.",
 }
 """The answer's form per role, after the system prompt (the instruction, last in the observation, says what)."""
 
@@ -22,5 +27,12 @@ ROLE_NEW_TOKENS: dict[str, int] = {
     "solo": 160,
     "tester": 128,
     "reviewer": 96,
+    # The candidate schemes' code authors write what solo writes.
+    "coder_1": 160,
+    "coder_2": 160,
+    "author": 160,
+    "fixer": 160,
+    # A name and a reason.
+    "verifier": 48,
 }
 """New tokens per role (the env's ``suggested_max_new_tokens``)."""

@@ -20,6 +20,24 @@ model then writes the right function instead of copying the signature it read, a
 all. Every turn, because a free reply undid it: probed on train-split tasks with the start on the first turn only,
 the helper's final draft defined ``aux`` in 2 of 8 episodes (7 of 8 after turn 1). A started reply ends an agent's
 work by ending with ``<done/>`` or by resubmitting its code unchanged.
+
+**Schemes** (the env's ``scheme=``, :data:`SCHEMES`): how a team of 2-4 splits the work. 1 agent is ``solo`` under
+every scheme.
+
+* ``"magrpo"`` (the default): the roles above, exactly as MAGRPO splits the task (``aux``/``main``, then ``tester``,
+  ``reviewer``); ``main``'s reply is started with ``result = aux(``.
+* ``"magrpo_fallback"``: the same roles and program, but ``main`` is not forced to open with the call: its reply
+  starts at the signature, and it is asked to keep its own code as a fallback where ``aux`` might fail (MAGRPO's
+  teams find this "fallback" scheme when main's first line is free; a wrong helper then need not sink the program).
+* ``"propose_verify"``: ``coder_1`` and ``coder_2`` each write the whole entry point (a candidate); the visible tests
+  run on every candidate and the team's program is the candidate :func:`~llm_marl_envs.envs.coding.program.
+  select_candidate` picks. 3 agents add the ``tester`` (its asserts also run on every candidate and break ties
+  between candidates that pass as many visible tests), 4 the ``verifier``, which reads every candidate and its
+  verdicts and names one (``Choice: coder_2``): its choice breaks the ties the tests leave. Coders see their own code
+  and each teammate's *results* (visible tests passed, the first failing call), never a teammate's code.
+* ``"author_fixer"``: the ``author`` writes the entry point; the ``fixer`` reads the author's code and its failing
+  visible tests and writes a repaired whole entry point. Both are candidates for the same rule (the fixer's first
+  on a tie: a repair that passes as much is the later version). 3 agents add the ``tester``, 4 the ``verifier``.
 """
 
 from __future__ import annotations
@@ -79,6 +97,25 @@ def _solo_instruction(task: Task) -> str:
     return f"Write the function {task['entry_point']} whole."
 
 
+def _fallback_main_instruction(task: Task) -> str:
+    return (f"Write the function {task['entry_point']} whole. Use {HELPER_NAME}(...), your teammate's helper, where "
+            f"it helps, and keep your own code as a fallback; do not define {HELPER_NAME}.")
+
+
+def _coder_instruction(task: Task) -> str:
+    return (f"Write the function {task['entry_point']} whole: your own candidate. The visible tests pick the team's "
+            f"program among the candidates.")
+
+
+def _fixer_instruction(task: Task) -> str:
+    return (f"Write the function {task['entry_point']} whole: the author's code repaired so the failing tests pass "
+            f"(your own version if the author has none).")
+
+
+def _verifier_instruction(task: Task) -> str:
+    return "Name the candidate that is right for every input, as: Choice: NAME."
+
+
 _ROLES: tuple[Role, ...] = (
     Role(HELPER_NAME, "Helper author", _aux_instruction, _team_view),
     Role("main", "Main author", _main_instruction, _team_view),
@@ -87,8 +124,34 @@ _ROLES: tuple[Role, ...] = (
 )
 _SOLO = Role("solo", "Programmer", _solo_instruction, _problem)
 
-CODE_ROLES: frozenset[str] = frozenset({HELPER_NAME, "main", "tester", "solo"})
+SCHEMES: tuple[str, ...] = ("magrpo", "magrpo_fallback", "propose_verify", "author_fixer")
+"""The coding env's role schemes (the module docstring says what each is); ``"magrpo"`` is the default."""
+DEFAULT_SCHEME = "magrpo"
+MAGRPO_SCHEMES: frozenset[str] = frozenset({"magrpo", "magrpo_fallback"})
+"""Schemes with MAGRPO's aux/main program (the only ones ``reward_mode="magrpo"`` can score)."""
+VERIFIER = "verifier"
+_TESTER = _ROLES[2]
+_VERIFIER = Role(VERIFIER, "Verifier", _verifier_instruction, _team_view)
+_CATALOGUES: dict[str, tuple[Role, ...]] = {
+    "magrpo": _ROLES,
+    "magrpo_fallback": (_ROLES[0], Role("main", "Main author", _fallback_main_instruction, _team_view), *_ROLES[2:]),
+    "propose_verify": (Role("coder_1", "Coder", _coder_instruction, _team_view),
+                       Role("coder_2", "Coder", _coder_instruction, _team_view), _TESTER, _VERIFIER),
+    "author_fixer": (Role("author", "Author", _solo_instruction, _team_view),
+                     Role("fixer", "Fixer", _fixer_instruction, _team_view), _TESTER, _VERIFIER),
+}
+CANDIDATE_ORDER: dict[str, tuple[str, ...]] = {
+    "propose_verify": ("coder_1", "coder_2"),
+    "author_fixer": ("fixer", "author"),
+}
+"""Per candidate scheme, the roles that write a whole entry point (a candidate), in the fixed order that breaks the
+ties no test and no verifier broke (:func:`~llm_marl_envs.envs.coding.program.select_candidate`)."""
+CANDIDATE_ROLES: frozenset[str] = frozenset(name for names in CANDIDATE_ORDER.values() for name in names)
+
+CODE_ROLES: frozenset[str] = frozenset({HELPER_NAME, "main", "tester", "solo", *CANDIDATE_ROLES})
 """Roles whose draft is code (the env extracts it from a fence)."""
+ENTRY_POINT_ROLES: frozenset[str] = frozenset({"main", "solo", *CANDIDATE_ROLES})
+"""Roles whose part is the entry point (``program.role_function`` reads their function)."""
 
 
 MAIN_CALL_START = "    result = aux("
@@ -98,19 +161,37 @@ matter, so no MAGRPO group ever varied on using it. The call's arguments, and wh
 are the model's; the reward still pays only what the tests and counterfactuals measure."""
 
 
-def reply_prefix(role: str, task: Task) -> str:
-    """How ``role``'s reply starts when the env starts it for the model (see the module docstring); ``""``: free."""
+VERIFIER_START = "Choice: "
+"""How the verifier's reply starts: it goes on with a candidate's name (:func:`~llm_marl_envs.envs.coding.program.
+verifier_choice` reads the first one it names)."""
+
+
+def reply_prefix(role: str, task: Task, scheme: str = DEFAULT_SCHEME) -> str:
+    """How ``role``'s reply starts when the env starts it for the model (see the module docstring); ``""``: free.
+
+    Under ``"magrpo_fallback"`` ``main``'s reply starts at the signature only (its first line is its own)."""
     if role == HELPER_NAME:
         return f"{FENCE}def {HELPER_NAME}("
-    if role == "main":
+    if role == "main" and scheme == "magrpo":
         return f"{FENCE}{signature(task)}\n{MAIN_CALL_START}"
-    if role == "solo":
+    if role in ENTRY_POINT_ROLES:
         return f"{FENCE}{signature(task)}"
     if role == "tester":
         return f"{FENCE}assert {task['entry_point']}("
+    if role == VERIFIER:
+        return VERIFIER_START
     return ""
 
 
-def coding_team(num_agents: int) -> tuple[Role, ...]:
-    """The roles of a coding team of ``num_agents`` (1..4)."""
-    return team_for(_ROLES, _SOLO, num_agents)
+def check_scheme(scheme: object) -> str:
+    """``scheme`` if it names a scheme of :data:`SCHEMES`, else a ``TypeError``/``ValueError`` that lists them."""
+    if not isinstance(scheme, str):
+        raise TypeError(f"scheme: expected one of {SCHEMES}, got {type(scheme).__name__}")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme: expected one of {SCHEMES}, got {scheme!r}")
+    return scheme
+
+
+def coding_team(num_agents: int, scheme: str = DEFAULT_SCHEME) -> tuple[Role, ...]:
+    """The roles of a coding team of ``num_agents`` (1..4) under ``scheme`` (see the module docstring)."""
+    return team_for(_CATALOGUES[check_scheme(scheme)], _SOLO, num_agents)

@@ -1,0 +1,214 @@
+"""The coding env's role schemes (``scheme=``): chosen by name, the MAGRPO split kept as it was, the candidate
+schemes' selection rule, feedback and counterfactual credit, on hand-made code run by the real (local) executor."""
+
+from __future__ import annotations
+
+import pytest
+from envs_helpers import coding_env
+
+from llm_marl_envs.envs.coding.contribution import coder_contributions, fixer_contribution, verifier_contribution
+from llm_marl_envs.envs.coding.env import CANDIDATE_TESTS_LABEL
+from llm_marl_envs.envs.coding.program import CandidateResult, normalized_code, select_candidate, verifier_choice
+from llm_marl_envs.envs.coding.roles import MAIN_CALL_START, SCHEMES, coding_team
+from llm_marl_envs.registry import make_env
+
+TASK = "HumanEval/0"  # has_close_elements(numbers, threshold)
+CORRECT = """def has_close_elements(numbers, threshold):
+    for i in range(len(numbers)):
+        for j in range(i + 1, len(numbers)):
+            if abs(numbers[i] - numbers[j]) < threshold:
+                return True
+    return False
+"""
+CORRECT_OTHER = """def has_close_elements(numbers, threshold):
+    ordered = sorted(numbers)
+    return any(b - a < threshold for a, b in zip(ordered, ordered[1:]))
+"""
+WRONG = "def has_close_elements(numbers, threshold):\n    return None\n"
+
+
+def _fence(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+TEAMS = {
+    "magrpo": ["aux", "main", "tester", "reviewer"],
+    "magrpo_fallback": ["aux", "main", "tester", "reviewer"],
+    "propose_verify": ["coder_1", "coder_2", "tester", "verifier"],
+    "author_fixer": ["author", "fixer", "tester", "verifier"],
+}
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("num_agents", [1, 2, 3, 4])
+def test_each_scheme_is_chosen_by_name_through_the_registry(scheme: str, num_agents: int) -> None:
+    env = make_env("coding", num_agents=num_agents, scheme=scheme, similarity="tfidf", executor="local")
+    expected = ["solo"] if num_agents == 1 else TEAMS[scheme][:num_agents]
+    assert env.possible_agents == expected
+    assert env.config.scheme == scheme
+    env.reset(seed=0, options={"task_id": TASK})
+    assert env.state()["config"]["scheme"] == scheme
+
+
+def test_the_default_scheme_is_magrpo_exactly() -> None:
+    env = coding_env(num_agents=2)
+    assert env.scheme == "magrpo" and env.possible_agents == ["aux", "main"]
+    env.reset(seed=0, options={"task_id": TASK})
+    assert env.reply_prefix("main").endswith(MAIN_CALL_START)
+    assert [role.name for role in coding_team(4)] == TEAMS["magrpo"]
+
+
+def test_fallback_main_opens_on_its_own_first_line() -> None:
+    env = coding_env(num_agents=2, scheme="magrpo_fallback")
+    env.reset(seed=0, options={"task_id": TASK})
+    assert MAIN_CALL_START not in env.reply_prefix("main")
+    assert env.reply_prefix("main").endswith("def has_close_elements(numbers: List[float], threshold: float) -> bool:")
+    assert "fallback" in env.chat_messages("main")[1]["content"]
+
+
+@pytest.mark.parametrize(("value", "error"), [("bogus", ValueError), ("", ValueError), (3, TypeError)])
+def test_a_bad_scheme_gets_a_clear_error(value: object, error: type) -> None:
+    with pytest.raises(error, match=r"scheme: expected one of \('magrpo', 'magrpo_fallback'"):
+        make_env("coding", scheme=value, similarity="tfidf", executor="local")
+
+
+def test_magrpo_reward_mode_needs_the_aux_main_program() -> None:
+    with pytest.raises(ValueError, match="expected scheme in"):
+        coding_env(num_agents=2, reward_mode="magrpo", scheme="propose_verify")
+    assert coding_env(num_agents=2, reward_mode="magrpo", scheme="magrpo_fallback").scheme == "magrpo_fallback"
+
+
+def test_selection_rule_is_the_documented_order() -> None:
+    order = ("coder_1", "coder_2")
+    a, b = CandidateResult("coder_1", True, 2, 0), CandidateResult("coder_2", True, 3, 0)
+    assert select_candidate([a, b], order) == "coder_2"  # 1. most visible tests
+    a, b = CandidateResult("coder_1", True, 3, 1), CandidateResult("coder_2", True, 3, 4)
+    assert select_candidate([a, b], order, choice="coder_1") == "coder_2"  # 2. then the tester's asserts
+    a, b = CandidateResult("coder_1", True, 3, 4), CandidateResult("coder_2", True, 3, 4)
+    assert select_candidate([a, b], order, choice="coder_2") == "coder_2"  # 3. then the verifier's choice
+    assert select_candidate([a, b], order) == "coder_1"  # 4. then the fixed order
+    assert select_candidate([a, b], ("coder_2", "coder_1")) == "coder_2"
+    assert select_candidate([CandidateResult("coder_1", False, 0), CandidateResult("coder_2", False, 0)], order) is None
+    assert verifier_choice("Choice: coder_2, since coder_1 fails", order) == "coder_2"
+    assert verifier_choice("Choice: the second one", order) is None
+
+
+def test_credit_over_candidates() -> None:
+    order = ("coder_1", "coder_2")
+    same = normalized_code(CORRECT)
+    assert normalized_code('# mine\n' + CORRECT.replace("):\n", '):\n    """Doc."""\n', 1)) == same
+    assert coder_contributions({"coder_1": 1.0, "coder_2": 1.0}, {"coder_1": same, "coder_2": same}, order) == {
+        "coder_1": 1.0, "coder_2": 0.0}
+    other = normalized_code(CORRECT_OTHER)
+    assert coder_contributions({"coder_1": 1.0, "coder_2": 1.0}, {"coder_1": same, "coder_2": other}, order) == {
+        "coder_1": 1.0, "coder_2": 1.0}
+    assert fixer_contribution(1.0, 0.25, author_visible_clean=False, fixer_wrote=True) == 0.75
+    assert fixer_contribution(0.25, 0.25, author_visible_clean=False, fixer_wrote=True) == 0.0
+    assert fixer_contribution(1.0, 1.0, author_visible_clean=True, fixer_wrote=False) is None
+    assert fixer_contribution(1.0, 1.0, author_visible_clean=True, fixer_wrote=True) == 0.0
+    assert verifier_contribution("coder_2", {"coder_1": 0.0, "coder_2": 1.0}) == 0.5
+    assert verifier_contribution("coder_1", {"coder_1": 0.0, "coder_2": 1.0}) == 0.0
+    assert verifier_contribution(None, {"coder_1": 0.0, "coder_2": 1.0}) == 0.0
+    assert verifier_contribution("coder_2", {"coder_1": 1.0, "coder_2": 1.0}) is None
+    assert verifier_contribution("coder_2", {"coder_2": 1.0}) is None
+
+
+def test_propose_verify_picks_the_passing_candidate_and_shares_results_not_code() -> None:
+    env = coding_env(num_agents=2, scheme="propose_verify")
+    env.reset(seed=0, options={"task_id": TASK})
+    observations, _, _, _, infos = env.step({"coder_1": _fence(WRONG), "coder_2": _fence(CORRECT)})
+    details = infos["coder_1"]["details"]
+    assert details["selected"] == "coder_2" and env.end_reason == "solved"
+    assert details["tests"]["held_out_passed"] == details["tests"]["held_out_total"] > 0
+    assert infos["coder_1"]["reward_components"]["contributions"] == {"coder_1": 0.0, "coder_2": 1.0}
+    assert env.state()["assessment"]["program"].endswith(CORRECT)
+    # coder_1 learns coder_2's results and which candidate is the team's, never coder_2's code.
+    assert "coder_2's candidate: " in observations["coder_1"] and "visible tests pass." in observations["coder_1"]
+    assert "The team's program is coder_2's candidate." in observations["coder_1"]
+    assert "abs(numbers[i] - numbers[j])" not in observations["coder_1"]
+    assert f"{CANDIDATE_TESTS_LABEL}\n- assert" in observations["coder_1"]
+    assert "first failing: assert" in observations["coder_2"]  # coder_1's first failing visible call
+
+
+def test_identical_candidates_earn_less_than_two_different_correct_ones() -> None:
+    returns = {}
+    for name, second in (("identical", CORRECT), ("different", CORRECT_OTHER)):
+        env = coding_env(num_agents=2, scheme="propose_verify")
+        env.reset(seed=0, options={"task_id": TASK})
+        _, rewards, *_ = env.step({"coder_1": _fence(CORRECT), "coder_2": _fence(second)})
+        returns[name] = rewards["coder_1"]
+    assert returns["identical"] < returns["different"]
+
+
+def test_tester_asserts_break_a_visible_tie_and_the_verifier_the_rest() -> None:
+    # A candidate special-cased to the visible tests ties the correct one on them; the tester's new asserts do not.
+    env = coding_env(num_agents=3, scheme="propose_verify")
+    env.reset(seed=0, options={"task_id": TASK})
+    visible = env.task["visible_tests"]
+    lookup = "def has_close_elements(numbers, threshold):\n" + "".join(
+        f"    if (numbers, threshold) == {_args(test)}:\n        return {_expected(test)}\n" for test in visible
+    ) + "    return None\n"
+    tester = "assert has_close_elements([1.0, 1.05], 0.1) == True\nassert has_close_elements([1.0, 3.0], 0.5) == False"
+    _, _, _, _, infos = env.step({"coder_1": _fence(lookup), "coder_2": _fence(CORRECT), "tester": _fence(tester)})
+    details = infos["coder_1"]["details"]
+    assert details["candidates"]["coder_1"]["visible_passed"] == details["candidates"]["coder_2"]["visible_passed"]
+    assert details["selected"] == "coder_2"
+    env = coding_env(num_agents=4, scheme="propose_verify")
+    env.reset(seed=0, options={"task_id": TASK})
+    actions = {"coder_1": _fence(lookup), "coder_2": _fence(CORRECT), "tester": "<done/>"}
+    _, _, _, _, infos = env.step({**actions, "verifier": "Choice: coder_2"})
+    assert infos["coder_1"]["details"]["selected"] == "coder_2"
+    assert infos["coder_1"]["reward_components"]["contributions"]["verifier"] == 0.5
+
+
+def _args(test: str) -> str:
+    call = test.split("has_close_elements", 1)[1].rsplit("==", 1)[0].strip()
+    return f"({call[1:-1]})"
+
+
+def _expected(test: str) -> str:
+    return test.rsplit("==", 1)[1].strip()
+
+
+def test_the_fixer_reads_the_authors_code_and_is_paid_for_the_repair() -> None:
+    env = coding_env(num_agents=2, scheme="author_fixer")
+    env.reset(seed=0, options={"task_id": TASK})
+    observations, *_ = env.step({"author": _fence(WRONG), "fixer": '<message to="author">Send it.</message>'})
+    assert "author's code:\n```python\n" + WRONG in observations["fixer"]
+    assert "fixer's candidate: none that runs yet." in observations["author"]
+    _, _, _, _, infos = env.step({"author": _fence(WRONG), "fixer": _fence(CORRECT)})
+    contributions = infos["fixer"]["reward_components"]["contributions"]
+    assert infos["fixer"]["details"]["selected"] == "fixer" and env.end_reason == "solved"
+    assert contributions["fixer"] > 0.5 and contributions["author"] < contributions["fixer"]
+
+
+def test_the_study_passes_a_scheme_to_the_coding_env() -> None:
+    from llm_marl_benchmarks.study.cli import build_parser, design_from_args
+
+    argv = ["--preset", "smoke", "--envs", "coding", "--env-option", "coding.scheme=propose_verify",
+            "coding.max_action_chars=4000"]
+    design, _ = design_from_args(build_parser().parse_args(argv))
+    for condition in design.conditions:
+        kwargs = design.env_kwargs_for("coding", condition, 2)
+        assert kwargs["scheme"] == "propose_verify" and kwargs["max_action_chars"] == 4000
+    env = make_env("coding", **{**design.env_kwargs_for("coding", "untrained", 2), "executor": "local"})
+    assert env.possible_agents == ["coder_1", "coder_2"]
+    for bad in ("scheme=propose_verify", "chess.scheme=x", "coding.=x"):
+        with pytest.raises(ValueError, match="--env-option"):
+            design_from_args(build_parser().parse_args(["--env-option", bad]))
+
+
+@pytest.mark.parametrize("scheme", ["magrpo_fallback", "propose_verify", "author_fixer"])
+@pytest.mark.parametrize("num_agents", [2, 4])
+def test_every_scheme_conforms_to_pettingzoo_and_copies_exactly(scheme: str, num_agents: int) -> None:
+    import copy
+    import pickle
+
+    from pettingzoo.test import parallel_api_test
+
+    parallel_api_test(coding_env(num_agents=num_agents, scheme=scheme), num_cycles=30)
+    env = coding_env(num_agents=num_agents, scheme=scheme)
+    env.reset(seed=3)
+    for clone in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        assert clone.scheme == scheme and clone.possible_agents == env.possible_agents
+        assert clone.state() == env.state()
