@@ -126,7 +126,9 @@ def test_propose_verify_picks_the_passing_candidate_and_shares_results_not_code(
     assert "coder_2's candidate: " in observations["coder_1"] and "visible tests pass." in observations["coder_1"]
     assert "The team's program is coder_2's candidate." in observations["coder_1"]
     assert "abs(numbers[i] - numbers[j])" not in observations["coder_1"]
-    assert f"{CANDIDATE_TESTS_LABEL}\n- assert" in observations["coder_1"]
+    # Its own candidate's failing calls with what they gave: its own code's values, as solo sees its own.
+    assert f"{CANDIDATE_TESTS_LABEL}\n- has_close_elements(" in observations["coder_1"]
+    assert "  got: None" in observations["coder_1"]
     assert "first failing: assert" in observations["coder_2"]  # coder_1's first failing visible call
 
 

@@ -222,8 +222,9 @@ def test_candidate_schemes_run_time_text_reaches_no_one(vector: str, scheme: str
             if not env.agents:
                 break
             observations, _, _, _, infos = env.step({a: actions[a] for a in env.agents})
-            # Not even the planter: a program's run-time text is nobody's to read (its verdicts are).
-            assert _leaks(token, observations, infos, planter="") == [], (vector, planter)
+            # Only the planter: a candidate is its author's own code, so its author reads what its calls gave (as
+            # solo does); no teammate does, not even the roles that read its code by the scheme.
+            assert _leaks(token, observations, infos, planter=planter) == [], (vector, planter)
         assert token in json.dumps(env.state(), default=str), "the canary must have been produced"
 
 

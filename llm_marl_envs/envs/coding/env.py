@@ -92,7 +92,8 @@ teammate's draft); else `got: (hidden: ...)` (`raised:` keeps a builtin exceptio
 program's values and exceptions whole. Printed output never appears, nor does a teammate's syntax-error text; a team
 program that does not parse is reported by whose section the error is in.
 The tester sees how many of its asserts the team's program passes. Held-out tests appear in no observation or info.
-In the candidate schemes each candidate's verdicts go to its author (`Visible tests of your candidate:`), its
+In the candidate schemes each candidate's verdicts, with what its failing calls gave, go to its author (`Visible
+tests of your candidate:`; the candidate is the author's own code, so nothing is hidden), its
 teammates get counts and the first failing visible call, and only the fixer (the author's) and the verifier (every
 candidate's) read another agent's code (see "Schemes").
 
@@ -611,12 +612,14 @@ class CodingEnv(CollaborativeTextEnv):
         reports = batch.run(self.executor)
 
         statuses: dict[str, list[str]] = {}
+        visible_outcomes: dict[str, list[TestOutcome]] = {}
         held_out_rate: dict[str, float] = {}
         held_out_passed: dict[str, int] = {}
         for agent in order:
             report = reports.get(keys[agent]) if agent in keys else None
             outcomes = report.outcomes if report else []
             statuses[agent] = [_outcome_status(o) for o in outcomes[: len(visible)]]
+            visible_outcomes[agent] = list(outcomes[: len(visible)])
             held_out_passed[agent] = sum(o.passed for o in outcomes[len(visible) :])
             held_out_rate[agent] = held_out_passed[agent] / len(held_out) if held_out and report else 0.0
         tester_passed = {a: reports[k].passed for a, k in tester_keys.items() if k in reports}
@@ -666,7 +669,7 @@ class CodingEnv(CollaborativeTextEnv):
         terms["similarity"] = mean_off_diagonal(sims)
         terms["duplication"] = duplication_rate(texts, sims)
         feedback = self._candidate_feedback(drafts, order, codes, runnable, statuses, selected, choice,
-                                            tester_asserts, tester_passed)
+                                            tester_asserts, tester_passed, visible_outcomes)
         team_report = reports.get(keys[selected]) if selected else None
         details = {
             "tests": {
@@ -720,10 +723,12 @@ class CodingEnv(CollaborativeTextEnv):
         choice: str | None,
         tester_asserts: list[str],
         tester_passed: Mapping[str, int],
+        visible_outcomes: Mapping[str, list[TestOutcome]],
     ) -> dict[str, str]:
         """Per-agent feedback in the candidate schemes: task-owned text, counts and the agent's own errors; a
         teammate's *code* only where the scheme shows it (the fixer reads the author's, the verifier every
-        candidate). Run-time text (exception messages, output) never."""
+        candidate). Run-time text (exception messages, values) only of the agent's own candidate, whose program is
+        its own code on the task's preamble (as ``solo`` sees its own); printed output never."""
         entry_point = self.task["entry_point"]
         visible = self.task["visible_tests"]
         team_line = (f"The team's program is {selected}'s candidate." if selected
@@ -750,7 +755,8 @@ class CodingEnv(CollaborativeTextEnv):
                 elif entry_point not in defined_functions(draft):
                     lines.append(f"Your code must define `{entry_point}`.")
                 if runnable[role] and visible:
-                    lines.append(f"{CANDIDATE_TESTS_LABEL}\n" + describe_tests(visible, statuses[role]))
+                    lines.append(f"{CANDIDATE_TESTS_LABEL}\n" + describe_tests(
+                        visible, statuses[role], visible_outcomes.get(role), entry_point=entry_point, known=None))
                 if role in tester_passed:
                     lines.append(f"The tester's asserts: {tester_passed[role]} of {len(tester_asserts)} pass on "
                                  f"your candidate.")
