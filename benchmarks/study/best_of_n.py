@@ -8,7 +8,7 @@ tokens. A team that beats ``single`` only because it samples more is then not cr
 :class:`BestOfN` wraps the runner's policy: each request of a best-of-n episode is asked n times in the same policy call
 (identical prompts, so a local model prefills it once and samples n rows), every candidate's program runs against the
 task's visible tests in the sandbox, and the request's reply is the candidate
-:func:`~llm_marl_envs.envs.coding.selection.select_candidate` keeps (the most visible tests passed; ties: the first).
+:func:`~llm_marl_envs.envs.coding.selection.select_program` keeps (the most visible tests passed; ties: the first).
 The env then steps with that reply as with any other: its feedback, reward and ending are the chosen candidate's.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from llm_marl_envs.core.protocol import parse_action
 from llm_marl_envs.envs.coding.program import assemble_program, defined_functions, prompt_preamble, syntax_error
-from llm_marl_envs.envs.coding.selection import CandidateChoice, select_candidate, visible_test_runner
+from llm_marl_envs.envs.coding.selection import CandidateChoice, select_program, visible_test_runner
 from llm_marl_envs.rollout import ChatRequest, Completion
 
 
@@ -110,6 +110,6 @@ def coding_chooser(envs: Sequence[Any]) -> Chooser:
     def choose(request: ChatRequest, texts: list[str]) -> CandidateChoice:
         env = envs[request.env_index]
         programs = [candidate_program(env, request.agent, text) for text in texts]
-        return select_candidate(programs, visible_test_runner(env.executor, env.task["visible_tests"]))
+        return select_program(programs, visible_test_runner(env.executor, env.task["visible_tests"]))
 
     return choose

@@ -15,7 +15,7 @@ from llm_marl_benchmarks.study.best_of_n import BestOfN, BestOfNReply, candidate
 from llm_marl_benchmarks.study.design import StudyDesign
 from llm_marl_benchmarks.study.execution import PolicySpec, make_batches, run_batch, token_counts
 from llm_marl_envs import rollout
-from llm_marl_envs.envs.coding.selection import select_candidate, visible_test_runner
+from llm_marl_envs.envs.coding.selection import select_program, visible_test_runner
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import AgentStep
 from llm_marl_envs.sandbox import make_executor
@@ -65,21 +65,21 @@ def test_the_rule_keeps_the_candidate_passing_most_visible_tests_and_the_first_o
                     "def add(a, b):\n    return a + b",    # 3
                     "def add(a, b) return a",              # does not parse: 0
                     "def add(a, b):\n    return b + a"]    # 3, but later
-        choice = select_candidate(programs, visible_test_runner(executor, tests))
+        choice = select_program(programs, visible_test_runner(executor, tests))
         assert (choice.index, choice.visible_passed) == (2, (1, 0, 3, 0, 3))
         # Every candidate failing every test: the first is kept (the rule never returns "none").
-        assert select_candidate(["x = 1", ""], visible_test_runner(executor, tests)).index == 0
-        assert select_candidate(programs, visible_test_runner(executor, [])).visible_passed == (0,) * 5
+        assert select_program(["x = 1", ""], visible_test_runner(executor, tests)).index == 0
+        assert select_program(programs, visible_test_runner(executor, [])).visible_passed == (0,) * 5
     finally:
         executor.close()
     with pytest.raises(ValueError, match="non-empty sequence"):
-        select_candidate([], lambda programs: [])
+        select_program([], lambda programs: [])
     with pytest.raises(ValueError, match="non-empty sequence"):
-        select_candidate("def f(): pass", lambda programs: [0])
+        select_program("def f(): pass", lambda programs: [0])
     with pytest.raises(ValueError, match="one per candidate"):
-        select_candidate(["a", "b"], lambda programs: [1])
+        select_program(["a", "b"], lambda programs: [1])
     with pytest.raises(ValueError, match="one per candidate"):
-        select_candidate(["a", "b"], lambda programs: [1, -1])
+        select_program(["a", "b"], lambda programs: [1, -1])
 
 
 # ------------------------------------------------------------------------------------------ in a real episode

@@ -1,15 +1,17 @@
-"""Choosing one program among candidates by the task's visible tests.
+"""Choosing one program among candidate programs by the task's visible tests: the candidate schemes' rule for a
+writer of several candidates with no tester and no verifier (the study's ``single_best_of_n`` condition).
 
-One rule, shared by whatever writes several candidates for one entry point: a best-of-n agent (the study's
-``single_best_of_n`` condition) and a propose-and-verify team alike. Run the *visible* tests on every candidate and keep
-the candidate that passes the most of them; ties go to the earliest candidate (the order in which they were written),
-so the rule is deterministic and a later duplicate never displaces an earlier one. Held-out tests play no part: they
-decide the reward, and a selection that saw them would leak them into the episode.
+The rule is :func:`~llm_marl_envs.envs.coding.program.select_candidate`, the one the ``propose_verify`` and
+``author_fixer`` teams' programs are chosen by; without a tester or a verifier it reads: run the *visible* tests on
+every candidate and keep the one that passes the most of them; ties go to the earliest candidate (the order in which
+they were written), so the rule is deterministic and a later duplicate never displaces an earlier one; when no
+candidate has code at all, the first is kept. Held-out tests play no part: they decide the reward, and a selection
+that saw them would leak them into the episode.
 
 >>> from llm_marl_envs.sandbox import make_executor
 >>> tests = ["assert add(1, 2) == 3", "assert add(0, 0) == 0"]
 >>> programs = ["def add(a, b):\\n    return 0", "def add(a, b):\\n    return a + b", "def add(a, b):\\n    return a+b"]
->>> choice = select_candidate(programs, visible_test_runner(make_executor("local"), tests))
+>>> choice = select_program(programs, visible_test_runner(make_executor("local"), tests))
 >>> choice.index, choice.visible_passed
 (1, (1, 2, 2))
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from llm_marl_envs.envs.coding.program import CandidateResult, select_candidate
 from llm_marl_envs.sandbox import Executor, TestJob
 
 VisibleTestRunner = Callable[[Sequence[str]], Sequence[int]]
@@ -36,7 +39,7 @@ class CandidateChoice:
     """Visible tests passed by each candidate, in the order given."""
 
 
-def select_candidate(programs: Sequence[str], run_visible: VisibleTestRunner) -> CandidateChoice:
+def select_program(programs: Sequence[str], run_visible: VisibleTestRunner) -> CandidateChoice:
     """Keep the candidate program that passes the most visible tests (ties: the earliest).
 
     ``run_visible(programs)`` returns the visible tests each program passes, in order (:func:`visible_test_runner`
@@ -50,11 +53,15 @@ def select_candidate(programs: Sequence[str], run_visible: VisibleTestRunner) ->
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in passed
     ):
         raise ValueError(f"run_visible: expected {len(programs)} counts >= 0 (one per candidate), got {passed!r:.120}")
-    return CandidateChoice(index=passed.index(max(passed)), visible_passed=passed)
+    names = [str(index) for index in range(len(programs))]
+    results = [CandidateResult(name, bool(program.strip()), count)
+               for name, program, count in zip(names, programs, passed, strict=True)]
+    chosen = select_candidate(results, names)
+    return CandidateChoice(index=0 if chosen is None else int(chosen), visible_passed=passed)
 
 
 def visible_test_runner(executor: Executor, tests: Sequence[str]) -> VisibleTestRunner:
-    """A runner for :func:`select_candidate`: every program against ``tests`` (the task's visible asserts) in one
+    """A runner for :func:`select_program`: every program against ``tests`` (the task's visible asserts) in one
     :meth:`~llm_marl_envs.sandbox.Executor.run_many` batch. An empty program (``""``: a candidate with no runnable
     code) passes none and is not run; so does every program when there are no tests."""
     tests = list(tests)
