@@ -105,6 +105,15 @@ def test_hostile_values_are_bounded_and_the_verdicts_unchanged(executor: Executo
     assert [o.status for o in _outcomes(executor, ["assert f(10) == 10"])] == ["passed"]
 
 
+def test_a_program_that_dies_answering_one_test_is_reloaded_for_the_next(executor: Executor) -> None:
+    """An int past Python's 4,300-digit conversion limit kills the program's process while it encodes its reply: that
+    test is an error, and the next tests run on a freshly loaded program (they used to fail on the dead one, "the
+    program's process is gone")."""
+    program = "def f(x):\n    return 7 ** 20000 if x == 1 else x\n"
+    outcomes = executor.run(program, ["assert f(1) == 0", "assert f(2) == 2", "assert f(3) == 3"]).outcomes
+    assert [o.status for o in outcomes] == ["error", "passed", "passed"], outcomes
+
+
 def test_a_harness_without_results_still_reads_and_results_are_rebounded() -> None:
     """Verdict documents from a harness that answers [status, message] still parse; a third element is re-bounded."""
     tests = ["assert f(1) == 2", "assert f(2) == 3", "assert f(3) == 4"]

@@ -95,6 +95,9 @@ class ProgramProcess:
                 if fd == self.resp_r:
                     frame = read_frame(fd)
                     if frame is None:
+                        # Dead or hung up (e.g. it failed encoding its reply): the judge loads a fresh program for the
+                        # next test instead of failing every later test of the run on this one.
+                        self.alive = False
                         raise RemoteError("the program's process exited or closed its channel")
                     try:
                         return loads(frame)
@@ -122,6 +125,7 @@ class ProgramProcess:
         try:
             write_frame(self.call_w, request)
         except OSError:
+            self.alive = False
             raise RemoteError("the program's process is gone") from None
         reply = self.wait_frame(deadline)
         if not isinstance(reply, list) or not reply:
