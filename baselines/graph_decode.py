@@ -42,7 +42,6 @@ eager path.
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -355,17 +354,15 @@ class DecodeSession:
         return logits[:n]
 
 
-_DECODERS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], GraphDecoder]] = weakref.WeakKeyDictionary()
-
-
 def graph_decoder(model: Any, adapters: Sequence[str] = (), *, capture: bool | None = None) -> GraphDecoder:
-    """The :class:`GraphDecoder` of ``model`` and ``adapters``, built on first use and kept while the model lives
-    (its captured graphs and buffers are reused across calls)."""
-    by_adapters = _DECODERS.setdefault(model, {})
-    key = (*adapters, f"capture={capture}")
-    if key not in by_adapters:
-        by_adapters[key] = GraphDecoder(model, adapters, capture=capture)
-    return by_adapters[key]
+    """The :class:`GraphDecoder` of ``model`` and ``adapters``, built on first use and kept on the model itself, so its
+    captured graphs and buffers are reused across calls and freed with the model (a table keyed by the model would
+    keep it alive: the decoder refers to it)."""
+    decoders: dict[tuple[Any, ...], GraphDecoder] = model.__dict__.setdefault("_llm_marl_graph_decoders", {})
+    key = (*adapters, capture)
+    if key not in decoders:
+        decoders[key] = GraphDecoder(model, adapters, capture=capture)
+    return decoders[key]
 
 
 def decoder_for_active_adapter(model: Any, *, cuda_only: bool = True) -> tuple[GraphDecoder, str | None] | None:

@@ -196,3 +196,16 @@ def test_on_a_cpu_the_default_is_the_eager_decode(monkeypatch: pytest.MonkeyPatc
     TeamModel(tiny_model(), ["a", "b"], lora=LoraSettings(r=4, alpha=8), graph_decode=True).generate(
         [ChatRequest(0, "a", 1, ({"role": "user", "content": "Hi"},))], settings)
     assert len(built) == 1  # asked for by name, it is built (and runs uncaptured)
+
+
+def test_a_models_decoder_is_reused_and_freed_with_the_model() -> None:
+    import gc
+    import weakref
+
+    model = tiny_model().model
+    decoder = graph_decoder(model)
+    assert graph_decoder(model) is decoder and graph_decoder(model, capture=False) is not decoder
+    alive = weakref.ref(model)
+    del model, decoder
+    gc.collect()
+    assert alive() is None
