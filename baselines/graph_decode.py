@@ -50,6 +50,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from llm_marl_baselines.lora_layers import has_plain_adapters, is_lora_layer, stacked_adapters
+
 LENGTH_STEP = 256
 """The key/value buffer's length is rounded up to a multiple of this (fewer distinct graphs; the extra positions are
 masked)."""
@@ -143,16 +145,21 @@ class GraphDecoder:
         self._slot = {name: i for i, name in enumerate(self.adapters)}
         self.base_slot = len(self.adapters)
         """The slot of the base model (zero LoRA weights)."""
-        lora_modules = [module for module in base.modules() if _is_lora(module)]
+        lora_modules = [module for module in base.modules() if is_lora_layer(module)]
         missing = sorted({name for module in lora_modules for name in self.adapters if name not in module.lora_A}
                          - {name for module in lora_modules for name in module.lora_A})
         if missing:
             raise ValueError(f"GraphDecoder: no LoRA adapter named {missing} in the model")
         if lora_modules and not self.adapters:
             raise ValueError("GraphDecoder: the model has LoRA layers; name the adapters rows may run under")
-        self._stacks: dict[int, tuple[Tensor, Tensor]] = {}
-        for module in lora_modules:
-            self._stacks[id(module)] = self._new_stack(module)
+        # Per LoRA layer, every adapter's A and B·scaling in slot order and a last slot of zeros (the base model):
+        # buffers at fixed addresses, which the captured step reads and _refresh_stacks overwrites.
+        self._stacks: dict[int, tuple[Any, Tensor, Tensor]] = {}
+        with torch.no_grad():
+            for module in lora_modules:
+                a, b = stacked_adapters(module, self.adapters)
+                self._stacks[id(module)] = (module, torch.cat([a, torch.zeros_like(a[:1])]),
+                                            torch.cat([b, torch.zeros_like(b[:1])]))
         self._graphs: OrderedDict[tuple[int, int], _Graph] = OrderedDict()
         self.max_graphs = max_graphs
         self._pool = torch.cuda.graph_pool_handle() if self.capture else None
@@ -288,42 +295,24 @@ class GraphDecoder:
 
     def _linear(self, module: Any, x: Tensor, graph: _Graph) -> Tensor:
         """``module(x)`` for a plain linear layer, or its base layer plus the row's LoRA update ``x·A·(B·s)``."""
-        if not _is_lora(module):
+        if not is_lora_layer(module):
             return torch.nn.functional.linear(x, module.weight, module.bias)
         base = module.base_layer
         out = torch.nn.functional.linear(x, base.weight, base.bias)
-        a_stack, b_stack = self._stacks[id(module)]
+        _, a_stack, b_stack = self._stacks[id(module)]
         a_rows, b_rows = a_stack.index_select(0, graph.row_slots), b_stack.index_select(0, graph.row_slots)
         delta = torch.bmm(torch.bmm(x.to(a_rows.dtype), a_rows), b_rows)
         return out + delta.to(out.dtype)
 
-    def _new_stack(self, module: Any) -> tuple[Tensor, Tensor]:
-        present = [name for name in self.adapters if name in module.lora_A]
-        rank = max((module.lora_A[name].weight.shape[0] for name in present), default=1)
-        template = module.lora_A[present[0]].weight if present else next(iter(module.lora_A.values())).weight
-        out_features = module.base_layer.weight.shape[0]
-        slots = len(self.adapters) + 1
-        with torch.no_grad():
-            return (template.new_zeros(slots, template.shape[1], rank),
-                    template.new_zeros(slots, rank, out_features))
-
     def _refresh_stacks(self) -> None:
-        """Copy every adapter's current ``A`` and ``B·scaling`` into the stacks the graphs read (zero-padded to the
-        largest rank, which is exact; agents without an adapter on a layer keep zeros)."""
-        base = self._base
+        """Copy every adapter's current ``A`` and ``B·scaling`` into the stacks the graphs read (see
+        :func:`~llm_marl_baselines.lora_layers.stacked_adapters`), so the decode sees what training changed."""
+        slots = len(self.adapters)
         with torch.no_grad():
-            for module in base.modules():
-                if not _is_lora(module):
-                    continue
-                a_stack, b_stack = self._stacks[id(module)]
-                for slot, name in enumerate(self.adapters):
-                    if name not in module.lora_A:
-                        continue
-                    a = module.lora_A[name].weight  # [r, in]
-                    b = module.lora_B[name].weight * module.scaling[name]  # [out, r]
-                    rank = a.shape[0]
-                    a_stack[slot, :, :rank].copy_(a.T)
-                    b_stack[slot, :rank].copy_(b.T)
+            for module, a_stack, b_stack in self._stacks.values():
+                a, b = stacked_adapters(module, self.adapters)
+                a_stack[:slots].copy_(a)
+                b_stack[:slots].copy_(b)
 
     def _account(self, graph: _Graph, rows: int) -> None:
         self.stats.steps += 1
@@ -374,10 +363,10 @@ def decoder_for_active_adapter(model: Any, *, cuda_only: bool = True) -> tuple[G
     base = _base_model(model)
     if (cuda_only and base.lm_head.weight.device.type != "cuda") or not supports(model):
         return None
-    lora = next((module for module in base.modules() if _is_lora(module)), None)
+    lora = next((module for module in base.modules() if is_lora_layer(module)), None)
     if lora is None:
         return graph_decoder(model), None
-    names = tuple(sorted({name for module in base.modules() if _is_lora(module) for name in module.lora_A}))
+    names = tuple(sorted({name for module in base.modules() if is_lora_layer(module) for name in module.lora_A}))
     if lora.disable_adapters:
         return graph_decoder(model, names), None
     active = list(lora.active_adapters)
@@ -398,20 +387,13 @@ def _base_model(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def _is_lora(module: Any) -> bool:
-    return hasattr(module, "base_layer") and hasattr(module, "lora_A") and hasattr(module, "lora_B")
-
-
 def _plain_lora(module: Any) -> bool:
-    """A plain ``nn.Linear``, or a peft LoRA linear layer without DoRA, bias or other variants."""
+    """A plain ``nn.Linear``, or a peft LoRA layer with plain adapters over a plain ``nn.Linear`` (the step reads its
+    weight directly)."""
     if type(module) is torch.nn.Linear:
         return True
-    if not _is_lora(module) or type(module.base_layer) is not torch.nn.Linear:
-        return False
-    if any(getattr(module, "use_dora", {}).values()) or (getattr(module, "lora_bias", {}) and any(
-            module.lora_bias.values())):
-        return False
-    return all(type(a) is torch.nn.Linear for a in module.lora_A.values())
+    return (is_lora_layer(module) and type(module.base_layer) is torch.nn.Linear and has_plain_adapters(module)
+            and all(type(a) is torch.nn.Linear for a in module.lora_A.values()))
 
 
 def _projections(layer: Any) -> list[Any]:

@@ -53,6 +53,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from llm_marl_baselines.lora_layers import has_plain_adapters, stacked_adapters
+
 SCHEMES: dict[str, str] = {
     "stacked": "one generate call; every LoRA layer adds bmm(bmm(x, A[row]), B[row]) for per-row adapters (default)",
     "peft": "one generate call; peft's mixed-adapter batch (adapter_names=...), one sub-batch per adapter per layer",
@@ -82,29 +84,11 @@ class AdapterRouter:
         if cached is not None:
             return cached
         assert self.rows is not None
-        present = [agent for agent in self.agents if agent in layer.lora_A]
-        rank = max(layer.r[agent] for agent in present)
-        template = layer.lora_A[present[0]].weight
-        a_all, b_all, p_all = [], [], []
-        for agent in self.agents:
-            if agent in layer.lora_A:
-                a = layer.lora_A[agent].weight  # [r, in]
-                b = layer.lora_B[agent].weight * layer.scaling[agent]  # [out, r]
-                pad = rank - a.shape[0]
-                if pad:
-                    a = torch.nn.functional.pad(a, (0, 0, 0, pad))
-                    b = torch.nn.functional.pad(b, (0, pad))
-                p = float(getattr(layer.lora_dropout[agent], "p", 0.0))
-            else:
-                a = template.new_zeros(rank, template.shape[1])
-                b = template.new_zeros(layer.lora_B[present[0]].weight.shape[0], rank)
-                p = 0.0
-            a_all.append(a.T)
-            b_all.append(b.T)
-            p_all.append(p)
-        rows = self.rows.to(template.device)
-        gathered = (torch.stack(a_all)[rows], torch.stack(b_all)[rows],
-                    torch.tensor(p_all, dtype=template.dtype, device=template.device)[rows])
+        a_all, b_all = stacked_adapters(layer, self.agents)
+        p_all = [float(getattr(layer.lora_dropout[agent], "p", 0.0)) if agent in layer.lora_A else 0.0
+                 for agent in self.agents]
+        rows = self.rows.to(a_all.device)
+        gathered = (a_all[rows], b_all[rows], torch.tensor(p_all, dtype=a_all.dtype, device=a_all.device)[rows])
         if not torch.is_grad_enabled():
             self.cache[id(layer)] = gathered
         return gathered
@@ -163,7 +147,7 @@ def install_router(model: Any, router: AdapterRouter) -> None:
         if not isinstance(module, LoraLinear):
             raise ValueError(f"scheme='stacked': expected LoRA on linear layers only, got {type(module).__name__} "
                              f"at {name}; use scheme='peft'")
-        if module.lora_variant or any(getattr(b, "bias", None) is not None for b in module.lora_B.values()):
+        if not has_plain_adapters(module):
             raise ValueError(f"scheme='stacked': expected plain LoRA (no DoRA or other variant, no lora_bias) at "
                              f"{name}; use scheme='peft'")
         module.forward = functools.partial(_routed_forward, module, router)
