@@ -332,6 +332,7 @@ from llm_marl_envs.envs.coding.program import (
     role_function,
     select_candidate,
     syntax_error,
+    tied_candidates,
     verifier_choice,
 )
 from llm_marl_envs.envs.coding.quality import code_metrics, describe_tests, weighted_quality
@@ -529,14 +530,8 @@ class CodingEnv(CollaborativeTextEnv):
         if "reviewer" in drafts:
             contributions["reviewer"] = self._reviewer_contribution(pass_rate, visible_statuses)
         self._held_out_history.append(pass_rate)
-        scored = [value for value in contributions.values() if value is not None]
-        consistency = None if solo else (sum(scored) / len(scored) if scored else 0.0)
-
-        texts = list(drafts.values())
-        sims = self.similarity.matrix(texts) if len(texts) > 1 else None
-        if sims is not None:
-            terms["similarity"] = mean_off_diagonal(sims)
-            terms["duplication"] = duplication_rate(texts, sims)
+        consistency = None if solo else _mean_contribution(contributions)
+        terms.update(self._similarity_terms(drafts))
         visible_outcomes = team_report.outcomes[: len(visible)] if team_report else ()
         feedback = self._feedback(
             drafts, parts, program_error, visible_statuses, runnable, tester_asserts, tester_report, visible_outcomes
@@ -656,18 +651,11 @@ class CodingEnv(CollaborativeTextEnv):
                 tester_asserts, preamble, reports, pass_rate
             )
         if VERIFIER in drafts:
-            top = max(((r.visible_passed, r.tester_passed) for r in results if r.runnable), default=None)
-            tied = {r.agent: held_out_rate[r.agent] for r in results
-                    if r.runnable and (r.visible_passed, r.tester_passed) == top}
+            tied = {r.agent: held_out_rate[r.agent] for r in tied_candidates(results)}
             contributions[VERIFIER] = verifier_contribution(choice, tied)
         self._held_out_history.append(pass_rate)
-        scored = [value for value in contributions.values() if value is not None]
-        consistency = sum(scored) / len(scored) if scored else 0.0
-
-        texts = list(drafts.values())
-        sims = self.similarity.matrix(texts)
-        terms["similarity"] = mean_off_diagonal(sims)
-        terms["duplication"] = duplication_rate(texts, sims)
+        consistency = _mean_contribution(contributions)
+        terms.update(self._similarity_terms(drafts))
         feedback = self._candidate_feedback(drafts, order, codes, runnable, statuses, selected, choice,
                                             tester_asserts, tester_passed, visible_outcomes)
         team_report = reports.get(keys[selected]) if selected else None
@@ -711,6 +699,14 @@ class CodingEnv(CollaborativeTextEnv):
             private=private,
             solved=bool(visible) and visible_statuses.count("passed") == len(visible),
         )
+
+    def _similarity_terms(self, drafts: Mapping[str, str]) -> dict[str, float]:
+        """The drafts' ``similarity`` (mean off-diagonal) and ``duplication`` terms; none for a single draft."""
+        texts = list(drafts.values())
+        if len(texts) < 2:
+            return {}
+        sims = self.similarity.matrix(texts)
+        return {"similarity": mean_off_diagonal(sims), "duplication": duplication_rate(texts, sims)}
 
     def _candidate_feedback(
         self,
@@ -916,6 +912,12 @@ _BUILTIN_EXCEPTIONS = frozenset(
     name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
 )
 _EXCEPTION_NAME = re.compile(r"(?:the program raised(?: while loading:)? )?([A-Za-z_]\w*)(?::|\b)")
+
+
+def _mean_contribution(contributions: Mapping[str, float | None]) -> float:
+    """The team's consistency: the mean of the agents' scored contributions (0 when none is scored)."""
+    scored = [value for value in contributions.values() if value is not None]
+    return sum(scored) / len(scored) if scored else 0.0
 
 
 def _outcome_status(outcome: TestOutcome) -> str:

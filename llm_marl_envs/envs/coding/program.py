@@ -258,12 +258,18 @@ def select_candidate(results: Sequence[CandidateResult], order: Sequence[str], c
     Deterministic: the same results and choice always give the same program. Only what the agents can check decides
     (the held-out tests never do)."""
     rank = {agent: index for index, agent in enumerate(order)}
-    runnable = [r for r in results if r.runnable]
-    if not runnable:
+    tied = tied_candidates(results)
+    if not tied:
         return None
-    best = max(runnable, key=lambda r: (r.visible_passed, r.tester_passed, r.agent == choice,
-                                        -rank.get(r.agent, len(rank))))
-    return best.agent
+    return max(tied, key=lambda r: (r.agent == choice, -rank.get(r.agent, len(rank)))).agent
+
+
+def tied_candidates(results: Sequence[CandidateResult]) -> list[CandidateResult]:
+    """The runnable candidates the checks leave tied at the top (steps 1 and 2 of :func:`select_candidate`: the most
+    visible tests, then the most tester asserts): those the verifier's choice and the order decide between."""
+    runnable = [r for r in results if r.runnable]
+    top = max(((r.visible_passed, r.tester_passed) for r in runnable), default=None)
+    return [r for r in runnable if (r.visible_passed, r.tester_passed) == top]
 
 
 _CHOICE = re.compile(r"[A-Za-z_]\w*")
