@@ -27,7 +27,7 @@ from typing import Any
 
 from llm_marl_benchmarks.integrity import Strategy
 from llm_marl_envs.core.termination import END_QUORUMS
-from llm_marl_envs.envs.coding.roles import SCHEMES
+from llm_marl_envs.envs.coding.roles import DEFAULT_SCHEME, SCHEMES
 from llm_marl_envs.registry import ENV_NAMES
 from llm_marl_envs.registry import make_env as make_registered_env
 
@@ -78,7 +78,7 @@ def _library(env_name: str, scheme: str | None = None) -> tuple[tuple[Strategy, 
         return WRITING_STRATEGIES, lambda: list(HONEST_TASK_IDS("tldr"))
     from llm_marl_benchmarks.integrity.coding_strategies import HONEST_TASK_IDS, SCHEME_STRATEGIES
 
-    return SCHEME_STRATEGIES[scheme or "magrpo"], lambda: list(HONEST_TASK_IDS())
+    return SCHEME_STRATEGIES[scheme or DEFAULT_SCHEME], lambda: list(HONEST_TASK_IDS())
 
 
 def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end_quorum: str | None = None,
@@ -88,9 +88,8 @@ def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end
     the decomposable set (their honest references are its aux/main splits)."""
     quorum = {} if end_quorum is None else {"end_quorum": end_quorum}
     if env_name == "coding":
-        schemed = {} if scheme is None else {"scheme": scheme}
         return make_registered_env(env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity,
-                                   executor=executor, **quorum, **schemed)
+                                   executor=executor, scheme=scheme or DEFAULT_SCHEME, **quorum)
     return make_registered_env(env_name, num_agents=num_agents, similarity=similarity, **quorum)
 
 
@@ -183,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--executor", default="auto", help="coding env executor: auto, docker or local")
     parser.add_argument("--margin", type=float, default=MARGIN, help="required loss of every degenerate strategy")
     parser.add_argument("--scheme", choices=SCHEMES, default=None,
-                        help="the coding env's role scheme, played with its own strategy library (default: magrpo)")
+                        help="the coding env's role scheme, played with its own strategy library (default: the env's, "
+                             f"{DEFAULT_SCHEME})")
     parser.add_argument("--end-quorum", choices=END_QUORUMS, default=None,
                         help="how many finished agents end an episode (the envs' end_quorum; default: each env's own)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")

@@ -12,7 +12,7 @@ from typing import Any
 from llm_marl_baselines.policies.scripted import protocol_action
 from llm_marl_envs import writing_v0
 
-__all__ = ["ARTICLE_ACTIONS", "ENV_FACTORIES", "coding_env", "scripted_action", "writing_env"]
+__all__ = ["ARTICLE_ACTIONS", "ENV_FACTORIES", "coding_env", "default_coding_env", "scripted_action", "writing_env"]
 
 
 ARTICLE_ACTIONS: dict[str, str] = {
@@ -35,14 +35,22 @@ def writing_env(**kwargs: Any) -> writing_v0.raw_env:
     return writing_v0.parallel_env(**{"similarity": "tfidf", **kwargs})
 
 
-def coding_env(**kwargs: Any) -> Any:
-    """A coding env on the local executor and TF-IDF similarity unless asked otherwise."""
+def default_coding_env(**kwargs: Any) -> Any:
+    """A coding env on the local executor and TF-IDF similarity unless asked otherwise, under the env's default
+    scheme (the API conformance tests play it)."""
     from llm_marl_envs import coding_v0
 
     return coding_v0.parallel_env(**{"similarity": "tfidf", "executor": "local", **kwargs})
 
 
-ENV_FACTORIES: dict[str, Callable[..., Any]] = {"writing": writing_env, "coding": coding_env}
+def coding_env(**kwargs: Any) -> Any:
+    """:func:`default_coding_env`, but under ``scheme="magrpo"`` unless asked otherwise: the ``aux``/``main`` roles
+    the env tests of the program, feedback, credit and leaks were written for (the candidate schemes' own tests name
+    their scheme)."""
+    return default_coding_env(**{"scheme": "magrpo", **kwargs})
+
+
+ENV_FACTORIES: dict[str, Callable[..., Any]] = {"writing": writing_env, "coding": default_coding_env}
 
 
 def scripted_action(env: Any, agent: str, turn: int) -> str:

@@ -4,7 +4,7 @@ schemes' selection rule, feedback and counterfactual credit, on hand-made code r
 from __future__ import annotations
 
 import pytest
-from envs_helpers import coding_env
+from envs_helpers import coding_env, default_coding_env
 
 from llm_marl_envs.envs.coding.contribution import coder_contributions, fixer_contribution, verifier_contribution
 from llm_marl_envs.envs.coding.env import CANDIDATE_TESTS_LABEL
@@ -50,12 +50,29 @@ def test_each_scheme_is_chosen_by_name_through_the_registry(scheme: str, num_age
     assert env.state()["config"]["scheme"] == scheme
 
 
-def test_the_default_scheme_is_magrpo_exactly() -> None:
-    env = coding_env(num_agents=2)
+def test_the_default_scheme_is_propose_verify_and_magrpo_is_kept_exactly() -> None:
+    env = default_coding_env(num_agents=4)
+    assert env.scheme == "propose_verify" and env.possible_agents == TEAMS["propose_verify"]
+    assert [role.name for role in coding_team(4)] == TEAMS["propose_verify"]
+    env = default_coding_env(num_agents=2, scheme="magrpo")
     assert env.scheme == "magrpo" and env.possible_agents == ["aux", "main"]
     env.reset(seed=0, options={"task_id": TASK})
     assert env.reply_prefix("main").endswith(MAIN_CALL_START)
-    assert [role.name for role in coding_team(4)] == TEAMS["magrpo"]
+
+
+def test_magrpo_reward_mode_plays_magrpo_unless_a_scheme_is_named() -> None:
+    env = default_coding_env(num_agents=2, reward_mode="magrpo")
+    assert env.scheme == "magrpo" and env.possible_agents == ["aux", "main"]
+    assert env.config.scheme is None  # resolved, not stored: a config copied with another reward mode resolves anew
+
+
+def test_the_candidate_schemes_read_the_problem_without_the_helper_hint() -> None:
+    # A hint names `aux`, which no candidate scheme has: a coder told of it calls a function nobody defines.
+    for scheme, roles in (("magrpo", ["aux", "main"]), ("propose_verify", []), ("author_fixer", [])):
+        env = default_coding_env(num_agents=4, scheme=scheme, dataset="decomposable")
+        observations, _ = env.reset(options={"task_id": "LME/0"})
+        assert sorted(a for a, text in observations.items() if "Helper: aux(word)" in text) == sorted(
+            roles + (["tester", "reviewer"] if scheme == "magrpo" else []))
 
 
 def test_fallback_main_opens_on_its_own_first_line() -> None:

@@ -68,12 +68,15 @@ def test_local_observability_hides_teammate_drafts(name: str) -> None:
     for agent, text in obs.items():
         assert markers[agent] in text  # an agent sees its own draft
         for other, marker in markers.items():
-            if other != agent:
+            if other != agent and other not in env.drafts_read_by_role(agent):  # the coding verifier reads code
                 assert marker not in text, f"{agent} saw {other}'s draft"
     team = ENV_FACTORIES[name](num_agents=4, max_turns=3, observability="team")
     team.reset(seed=3)
     obs, *_ = team.step(actions)
-    assert all(marker in obs["main" if name == "coding" else team.possible_agents[1]] for marker in markers.values())
+    for agent in team.possible_agents:  # every draft the team setting shows, and none it keeps private
+        shown = {agent, *team.drafts_shown_to(agent), *team.drafts_read_by_role(agent)}
+        assert {a for a, marker in markers.items() if marker in obs[agent]} == shown, agent
+    assert any(len(team.drafts_shown_to(a)) == len(markers) - 1 for a in team.possible_agents)
 
 
 @pytest.mark.parametrize("name", ENV_NAMES)
@@ -461,7 +464,8 @@ def test_a_setting_given_twice_must_agree_and_numpy_integers_are_ints(name: str)
 
 @pytest.mark.parametrize(("module", "agent", "reset", "keywords"), [
     (writing_v0, "concise", {"seed": 0, "options": {"task_id": "news/000"}}, {}),
-    (coding_v0, "main", {"options": {"task_id": "LME/0"}}, {"dataset": "decomposable", "executor": "local"}),
+    (coding_v0, "main", {"options": {"task_id": "LME/0"}},
+     {"dataset": "decomposable", "executor": "local", "scheme": "magrpo"}),
 ], ids=["writing", "coding"])
 def test_the_cards_sample_chat_is_the_envs_own(module, agent: str, reset: dict, keywords: dict) -> None:
     from llm_marl_envs.core.observation import render_chat

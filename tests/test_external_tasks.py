@@ -262,7 +262,8 @@ def records() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def env() -> Any:
-    env = make_env("coding", num_agents=2, dataset=str(TASK_FILE), similarity="tfidf", executor="local", split="eval")
+    env = make_env("coding", num_agents=2, dataset=str(TASK_FILE), similarity="tfidf", executor="local", split="eval",
+                   scheme="magrpo")
     yield env
     env.close()
 

@@ -67,7 +67,7 @@ def _final_drafts(strategy_name: str, task: Task, num_agents: int) -> dict[str, 
     """Play a strategy without the env: drafts replace drafts, ``<done/>`` retires an agent, and the episode stops
     when the strategy does, every agent is done or ``MAX_TURNS`` is reached (convergence only shortens it)."""
     strategy = next(s for s in CODING_STRATEGIES if s.name == strategy_name)
-    live = [role.name for role in coding_team(num_agents)]
+    live = [role.name for role in coding_team(num_agents, "magrpo")]
     drafts = dict.fromkeys(live, "")
     for turn in range(1, MAX_TURNS + 1):
         actions = strategy.act(task, tuple(live), turn)
@@ -171,7 +171,7 @@ def test_strategy_speaks_only_for_live_agents_with_strings(strategy) -> None:
     assert strategy.env == "coding" and strategy.team_sizes and set(strategy.team_sizes) <= {1, 2, 3, 4}
     for task in _honest_tasks()[:SAMPLE_TASKS]:
         for num_agents in strategy.team_sizes:
-            live = [role.name for role in coding_team(num_agents)]
+            live = [role.name for role in coding_team(num_agents, "magrpo")]
             for turn in range(1, MAX_TURNS + 1):
                 actions = strategy.act(task, tuple(live), turn)
                 if actions is None:
@@ -190,7 +190,7 @@ def test_strategies_skip_a_task_without_an_honest_split() -> None:
     bare = _with_reference(task, None)
     for strategy in CODING_STRATEGIES:
         size = strategy.team_sizes[0]
-        assert strategy.act(bare, tuple(role.name for role in coding_team(size)), 1) is None, strategy.name
+        assert strategy.act(bare, tuple(role.name for role in coding_team(size, "magrpo")), 1) is None, strategy.name
 
 
 def test_strategy_names_are_unique_and_honest_ones_come_first() -> None:

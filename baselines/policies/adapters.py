@@ -225,7 +225,9 @@ class AdapterTeamPolicy(Policy):
                   logprobs: bool) -> list[Generation]:
         unknown = sorted({r.agent for r in requests} - set(self.manifest.roles))
         if unknown:
-            raise ValueError(f"no adapter for agents {unknown}; this team has adapters for {self.roles}")
+            trained_in = f" (it was trained in an env made with {dict(self.manifest.env_kwargs)})" \
+                if self.manifest.env_kwargs else ""
+            raise ValueError(f"no adapter for agents {unknown}; this team has adapters for {self.roles}{trained_in}")
         records: list[Generation | None] = [None] * len(requests)
         for role in self.roles:
             rows = [i for i, r in enumerate(requests) if r.agent == role]

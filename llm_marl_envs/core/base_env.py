@@ -327,6 +327,12 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         task may keep some drafts private whatever the setting (the coding env's propose-and-verify candidates)."""
         return [a for a in self.possible_agents if a != agent]
 
+    def drafts_read_by_role(self, agent: str) -> list[str]:
+        """The teammates whose drafts ``agent`` reads under every ``observability`` because reading them is its role's
+        work (the coding env's verifier reads every candidate, its fixer the author's code); none here."""
+        self._known(agent)
+        return []
+
     def reply_prefix(self, agent: str) -> str:
         """The opening words of ``agent``'s reply that :meth:`chat_messages` starts for the model (``""``: none).
 

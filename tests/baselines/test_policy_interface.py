@@ -142,7 +142,7 @@ def test_rollout_policy_turns_chat_requests_into_one_batched_call() -> None:
 
 
 def test_the_env_owns_the_system_prompt_and_baselines_only_frame() -> None:
-    coding = make_env("coding", num_agents=2, similarity="tfidf", executor="local")
+    coding = make_env("coding", num_agents=2, similarity="tfidf", executor="local", scheme="magrpo")
     coding.reset(seed=0)
     assert coding.system_prompt("aux") == f"{coding.SYSTEM_PROMPT} {coding.ROLE_HINTS['aux']}"  # the role's hint
     writing = make_env("writing", num_agents=2, similarity="tfidf")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from llm_marl_envs.core.config import EnvConfig, check_choice, check_positive
 from llm_marl_envs.core.tasks import SPLITS
-from llm_marl_envs.envs.coding.roles import DEFAULT_SCHEME, MAGRPO_SCHEMES, check_scheme
+from llm_marl_envs.envs.coding.roles import DEFAULT_SCHEME, MAGRPO_DEFAULT_SCHEME, MAGRPO_SCHEMES, check_scheme
 from llm_marl_envs.sandbox import BACKENDS, Executor
 
 MAGRPO_HARNESSES: tuple[str, ...] = ("strict", "official")
@@ -71,20 +71,30 @@ class CodingConfig(EnvConfig):
 
     task: CodingTaskConfig = field(default_factory=CodingTaskConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    scheme: str = DEFAULT_SCHEME
-    """How a team splits the work (:data:`~llm_marl_envs.envs.coding.roles.SCHEMES`): ``"magrpo"`` (MAGRPO's
-    helper/main split, the default), ``"magrpo_fallback"``, ``"propose_verify"`` or ``"author_fixer"``; see
-    :mod:`llm_marl_envs.envs.coding.roles`. One agent is ``solo`` under every scheme."""
+    scheme: str | None = None
+    """How a team splits the work (:data:`~llm_marl_envs.envs.coding.roles.SCHEMES`): ``"propose_verify"`` (each
+    coder writes a whole candidate, the visible tests pick), ``"magrpo"`` (MAGRPO's helper/main split),
+    ``"magrpo_fallback"`` or ``"author_fixer"``; see :mod:`llm_marl_envs.envs.coding.roles`. ``None`` (the default):
+    ``"propose_verify"``, or ``"magrpo"`` under ``reward_mode="magrpo"``. One agent is ``solo`` under every scheme."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_scheme(self.scheme)
+        if self.scheme is not None:
+            check_scheme(self.scheme)
         if self.reward.reward_mode == "magrpo" and self.team.num_agents != 2:
             raise ValueError(
                 f"reward_mode='magrpo' scores MAGRPO's aux/main pair: expected num_agents=2, got {self.team.num_agents}"
             )
-        if self.reward.reward_mode == "magrpo" and self.scheme not in MAGRPO_SCHEMES:
+        if self.reward.reward_mode == "magrpo" and self.team_scheme not in MAGRPO_SCHEMES:
             raise ValueError(
                 f"reward_mode='magrpo' scores MAGRPO's aux/main pair: expected scheme in {sorted(MAGRPO_SCHEMES)}, "
                 f"got {self.scheme!r}"
             )
+
+    @property
+    def team_scheme(self) -> str:
+        """The scheme the team plays: ``scheme``, or when it is ``None`` the default for the reward mode. (The field
+        keeps ``None``, so ``dataclasses.replace`` with another ``reward_mode`` resolves it afresh.)"""
+        if self.scheme is not None:
+            return self.scheme
+        return MAGRPO_DEFAULT_SCHEME if self.reward.reward_mode == "magrpo" else DEFAULT_SCHEME

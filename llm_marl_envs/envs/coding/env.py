@@ -5,16 +5,18 @@
 |--------------------|------------------------------------------------------------|
 | Actions            | Text (one string per agent)                                |
 | Parallel API       | Yes                                                        |
-| Agents             | 1–4: `solo`; `aux`, `main`, `tester`, `reviewer` (by `scheme`) |
+| Agents             | 1–4: `solo`; `coder_1`, `coder_2`, `tester`, `verifier` (by `scheme`) |
 | Action space       | `UnicodeText(max_action_chars)`                            |
 | Observation space  | `UnicodeText(max_observation_chars)`                       |
 | Reward             | one joint value shared by the team                         |
 
-A team writes one Python function. Under the default scheme (`scheme="magrpo"`), as in MAGRPO, `aux` writes a helper
-`aux(...)` and `main` writes the entry-point function that may call it; a third agent writes extra tests, a fourth
-reviews. The team's program (prompt preamble, then `aux`'s code, then `main`'s) runs against the task's unit tests in
-the sandboxed executor (:mod:`llm_marl_envs.sandbox`); nothing model-written runs in the env's own process. Other
-schemes split the work otherwise (below, "Schemes").
+A team writes one Python function. Under the default scheme (`scheme="propose_verify"`) two coders each write the
+whole function, a third agent writes extra tests and a fourth names the candidate it trusts; the visible tests (then
+the tester's asserts, then the verifier) pick the team's program among the candidates. Under `scheme="magrpo"`, as in
+MAGRPO, `aux` writes a helper `aux(...)` and `main` the entry point that may call it, and the team's program is the
+prompt's preamble, then `aux`'s code, then `main`'s. The program runs against the task's unit tests in the sandboxed
+executor (:mod:`llm_marl_envs.sandbox`); nothing model-written runs in the env's own process. The sections below
+describe the `"magrpo"` roles first, where the schemes share them (tests, feedback, endings, rewards).
 
 ## Schemes
 `scheme=` names how a team of 2–4 splits the work (:mod:`llm_marl_envs.envs.coding.roles`); one agent is `solo`
@@ -22,12 +24,15 @@ under every scheme.
 
 | scheme | 2 agents | 3 | 4 | the team's program |
 |---|---|---|---|---|
-| `"magrpo"` (default) | `aux` + `main` (started with `result = aux(`) | `tester` | `reviewer` | aux's, main's code |
+| `"magrpo"` | `aux` + `main` (started with `result = aux(`) | `tester` | `reviewer` | aux's, main's code |
 | `"magrpo_fallback"` | `aux` + `main` (its first line free, a fallback kept) | `tester` | `reviewer` | as `"magrpo"` |
-| `"propose_verify"` | `coder_1` + `coder_2` (each the whole entry point) | `tester` | `verifier` | a candidate |
+| `"propose_verify"` (default) | `coder_1` + `coder_2` (each the whole function) | `tester` | `verifier` | a candidate |
 | `"author_fixer"` | `author` + `fixer` (repairs the author's code) | `tester` | `verifier` | a candidate |
 
-`"magrpo"` keeps MAGRPO's split exactly (the official setting, the shipped coding teams' and faithful comparisons').
+`"propose_verify"` is the default because at the default model's scale the `aux`/`main` split loses to one agent and
+independent candidates do not (train split, untrained team of 2 against one agent, 10 pairs: 0.108 vs 0.075; `magrpo`
+0.050; README, "Coding schemes"). `"magrpo"` keeps MAGRPO's split exactly (the official setting, for larger models
+and faithful comparisons), and is what `reward_mode="magrpo"` plays when no scheme is named.
 In `"magrpo_fallback"` a wrong helper need not sink the program (MAGRPO names "aux errors break main if fallback
 logic is absent"); rewards and program are those of `"magrpo"`, and a helper that the fallback makes unnecessary is
 not load-bearing (counterfactual credit 0).
@@ -46,16 +51,17 @@ many of its asserts pass on each candidate. Credit is counterfactual over candid
 with it alone), 0 for a candidate identical to an earlier coder's (layout, comments and docstrings aside); the author
 its candidate's, the fixer what its part adds over the author's candidate (a resubmitted copy: 0); the verifier what its
 choice adds over a random pick among the tied candidates (`None` when the tests left no tie to break); the tester as
-under `"magrpo"`. `reward_mode="magrpo"` needs `"magrpo"` or `"magrpo_fallback"`. `llm-marl train` takes it in a
-recipe's `env_kwargs: {scheme: ...}`, the study as `--env-option coding.scheme=NAME`.
+under `"magrpo"`. `reward_mode="magrpo"` needs `"magrpo"` (its default) or `"magrpo_fallback"`. `llm-marl train`
+takes it in a recipe's `env_kwargs: {scheme: ...}`, the study as `--env-option coding.scheme=NAME`.
 
 ## Arguments
 `coding_v0.parallel_env(config=None, **keywords)`: a :class:`~llm_marl_envs.envs.coding.config.CodingConfig`, and/or
 its groups as objects or dicts (`team=`, `reward=`, `observation=`, `limits=`, `task=`, `sandbox=`), and/or their
 fields as flat keywords, validated with errors that name the field:
 
-* team: `num_agents` (1 = single agent / GRPO, to 4); `scheme` (above: `"magrpo"`, the default,
-  `"magrpo_fallback"`, `"propose_verify"`, `"author_fixer"`; another name is a `ValueError` that lists them);
+* team: `num_agents` (1 = single agent / GRPO, to 4); `scheme` (above: `"propose_verify"`, the default, `"magrpo"`
+  — the default under `reward_mode="magrpo"` —, `"magrpo_fallback"`, `"author_fixer"`; another name is a `ValueError`
+  that lists them);
 * task: `dataset` — `"humaneval"` (164, offline), `"decomposable"` (66 problems written for this project, offline),
   `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema; `split` (`"train"`/`"eval"`);
   `split_scheme` (`"hash"`, or `"official"`: MAGRPO's slices); `magrpo_harness` (`"strict"`, or `"official"`: the
@@ -163,10 +169,11 @@ nothing, unlike the writing env's), or when a whole turn from the second on chan
 the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
 
 ## Sample observation and chat
-`render_chat(env.chat_messages("main"))` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"`
-(:func:`~llm_marl_envs.core.observation.render_chat` prints each message's content verbatim under a `--- ROLE ---`
-line); the user message is the agent's observation exactly as `reset`/`step` return it, the assistant message the
-reply's start (`tests/test_env_api.py` checks this sample against the env):
+`render_chat(env.chat_messages("main"))` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"` and
+`scheme="magrpo"` (a coder of the default scheme reads the same problem without the `Helper:` line, and is asked for
+its own candidate; :func:`~llm_marl_envs.core.observation.render_chat` prints each message's content verbatim under
+a `--- ROLE ---` line); the user message is the agent's observation exactly as `reset`/`step` return it, the
+assistant message the reply's start (`tests/test_env_api.py` checks this sample against the env):
 
 ````
 --- system ---
@@ -206,8 +213,8 @@ Visible tests of the team's program:
 
 ## Reward integrity
 Mean joint return of the scripted strategy library (`benchmarks/integrity/`) over 8 decomposable problems with honest
-aux/main splits, default settings, by team size; from
-`python -m llm_marl_benchmarks.reward_integrity --env coding --backends minilm --tasks 8 --pivot`. Every degenerate
+aux/main splits, `scheme="magrpo"` and otherwise default settings, by team size; from `python -m
+llm_marl_benchmarks.reward_integrity --env coding --scheme magrpo --backends minilm --tasks 8 --pivot`. Every degenerate
 strategy loses to honest work by more than 0.025 at every size, under TF-IDF too (`tests/test_reward_integrity.py`).
 `reviewer_silent` ties honest work by design (with the team right at once there is nothing to review). Known limits:
 a helper padded with code that does nothing (to inflate its share of the code), a main that inspects aux's code
@@ -251,9 +258,10 @@ that writes the entry point (`aux_writes_everything`) contributes nothing of tha
 | empty |  | -0.05 | -0.05 | -0.05 | -0.05 |
 | prose |  | -0.10 | -0.15 | -0.20 | -0.20 |
 
-Each scheme plays its own library (`--scheme NAME`; `"magrpo_fallback"` plays the table above: its rewards and program
-are `"magrpo"`'s). `python -m llm_marl_benchmarks.reward_integrity --env coding --sizes 2 3 4 --backends minilm
---tasks 8 --executor local --scheme propose_verify --pivot` (and `author_fixer`), mean joint return:
+Each scheme plays its own library (`--scheme NAME`, the default scheme's without it; `"magrpo_fallback"` plays the
+table above: its rewards and program are `"magrpo"`'s). `python -m llm_marl_benchmarks.reward_integrity --env coding
+--sizes 2 3 4 --backends minilm --tasks 8 --executor local --scheme propose_verify --pivot` (and `author_fixer`),
+mean joint return:
 
 | `propose_verify` strategy | honest | n=2 | n=3 | n=4 |
 |---|---|---:|---:|---:|
@@ -384,8 +392,8 @@ class CodingEnv(CollaborativeTextEnv):
     def __init__(self, config: CodingConfig | None = None, **kwargs: Any) -> None:
         config = CodingConfig.from_arguments(config, **kwargs)
         tasks = load_coding_tasks(config.task.dataset, config.task.split_scheme)
-        super().__init__(coding_team(config.team.num_agents, config.scheme), tasks, config, config.task.split)
-        self.scheme = config.scheme
+        super().__init__(coding_team(config.team.num_agents, config.team_scheme), tasks, config, config.task.split)
+        self.scheme = config.team_scheme
         sandbox = config.sandbox
         if isinstance(sandbox.executor, str):
             limits = SandboxLimits(timeout_s=sandbox.timeout_s, memory_mb=sandbox.memory_mb)
@@ -426,6 +434,15 @@ class CodingEnv(CollaborativeTextEnv):
         if self.scheme == "propose_verify" and agent in CANDIDATE_ORDER["propose_verify"]:
             return [a for a in shown if a not in CANDIDATE_ORDER["propose_verify"]]
         return shown
+
+    def drafts_read_by_role(self, agent: str) -> list[str]:
+        """The verifier reads every candidate's code, the fixer the author's (the candidate schemes' feedback)."""
+        agent = self._known(agent)
+        if self.scheme not in CANDIDATE_ORDER:
+            return []
+        if agent == VERIFIER:
+            return [a for a in CANDIDATE_ORDER[self.scheme] if a in self.possible_agents]
+        return ["author"] if agent == "fixer" else []
 
     def normalize_draft(self, agent: str, draft: str) -> str:
         """Code roles keep only the code (:func:`~llm_marl_envs.envs.coding.program.extract_code`; ``""``, prose with

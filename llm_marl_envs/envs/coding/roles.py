@@ -9,8 +9,9 @@
 
 Every role sees the problem once: the entry point's docstring as prose, then its code (imports, given helpers, the
 signature line). Where the dataset describes a useful helper (``helper_hint``, e.g. ``aux(word) returns True when
-...``) every team role sees it, so ``main`` learns the helper's signature from the task, as ``aux`` does — never from
-``aux``'s draft; without a hint the two agree by message. The team's program is the prompt's preamble (imports,
+...``) every role of the ``aux``/``main`` schemes sees it (the candidate schemes, with no ``aux``, do not), so
+``main`` learns the helper's signature from the task, as ``aux`` does — never from ``aux``'s draft; without a hint
+the two agree by message. The team's program is the prompt's preamble (imports,
 given helpers), then ``aux``'s code, then ``main``'s.
 
 Replies may be started for the model (:func:`reply_prefix`, the env's ``reply_prefixes``), every turn: ``aux``'s
@@ -24,17 +25,19 @@ work by ending with ``<done/>`` or by resubmitting its code unchanged.
 **Schemes** (the env's ``scheme=``, :data:`SCHEMES`): how a team of 2-4 splits the work. 1 agent is ``solo`` under
 every scheme.
 
-* ``"magrpo"`` (the default): the roles above, exactly as MAGRPO splits the task (``aux``/``main``, then ``tester``,
-  ``reviewer``); ``main``'s reply is started with ``result = aux(``.
+* ``"magrpo"``: the roles above, exactly as MAGRPO splits the task (``aux``/``main``, then ``tester``, ``reviewer``);
+  ``main``'s reply is started with ``result = aux(``. The official setting, and the scheme ``reward_mode="magrpo"``
+  picks when none is named; at the default model's scale the split loses to one agent (README, "Coding schemes").
 * ``"magrpo_fallback"``: the same roles and program, but ``main`` is not forced to open with the call: its reply
   starts at the signature, and it is asked to keep its own code as a fallback where ``aux`` might fail (MAGRPO's
   teams find this "fallback" scheme when main's first line is free; a wrong helper then need not sink the program).
-* ``"propose_verify"``: ``coder_1`` and ``coder_2`` each write the whole entry point (a candidate); the visible tests
-  run on every candidate and the team's program is the candidate :func:`~llm_marl_envs.envs.coding.program.
-  select_candidate` picks. 3 agents add the ``tester`` (its asserts also run on every candidate and break ties
-  between candidates that pass as many visible tests), 4 the ``verifier``, which reads every candidate and its
-  verdicts and names one (``Choice: coder_2``): its choice breaks the ties the tests leave. Coders see their own code
-  and each teammate's *results* (visible tests passed, the first failing call), never a teammate's code.
+* ``"propose_verify"`` (the default, :data:`DEFAULT_SCHEME`): ``coder_1`` and ``coder_2`` each write the whole entry
+  point (a candidate); the visible tests run on every candidate and the team's program is the candidate
+  :func:`~llm_marl_envs.envs.coding.program.select_candidate` picks. 3 agents add the ``tester`` (its asserts also
+  run on every candidate and break ties between candidates that pass as many visible tests), 4 the ``verifier``, which
+  reads every candidate and its verdicts and names one (``Choice: coder_2``): its choice breaks the ties the tests
+  leave. Coders see their own code and each teammate's *results* (visible tests passed, the first failing call), never
+  a teammate's code.
 * ``"author_fixer"``: the ``author`` writes the entry point; the ``fixer`` reads the author's code and its failing
   visible tests and writes a repaired whole entry point. Both are candidates for the same rule (the fixer's first
   on a tie: a repair that passes as much is the later version). 3 agents add the ``tester``, 4 the ``verifier``.
@@ -51,7 +54,7 @@ from llm_marl_envs.envs.coding.program import split_prompt
 HELPER_NAME = "aux"
 FENCE = "```python\n"
 HELPER_HINT_LABEL = "Helper:"
-"""Before the dataset's description of a useful helper in every team role's view of the problem."""
+"""Before the dataset's description of a useful helper in the ``aux``/``main`` schemes' views of the problem."""
 
 
 def _problem(task: Task) -> str:
@@ -125,20 +128,26 @@ _ROLES: tuple[Role, ...] = (
 _SOLO = Role("solo", "Programmer", _solo_instruction, _problem)
 
 SCHEMES: tuple[str, ...] = ("magrpo", "magrpo_fallback", "propose_verify", "author_fixer")
-"""The coding env's role schemes (the module docstring says what each is); ``"magrpo"`` is the default."""
-DEFAULT_SCHEME = "magrpo"
+"""The coding env's role schemes (the module docstring says what each is)."""
+DEFAULT_SCHEME = "propose_verify"
+"""The scheme of a coding env that names none. Chosen on the train split only, untrained team of 2 against one agent
+(10 pairs, ``docs/results/train-split-coding-schemes``): ``propose_verify`` 0.108 vs 0.075, ``magrpo`` 0.050."""
+MAGRPO_DEFAULT_SCHEME = "magrpo"
+"""The scheme of a coding env that names none but asks for ``reward_mode="magrpo"`` (MAGRPO's own setting)."""
 MAGRPO_SCHEMES: frozenset[str] = frozenset({"magrpo", "magrpo_fallback"})
 """Schemes with MAGRPO's aux/main program (the only ones ``reward_mode="magrpo"`` can score)."""
 VERIFIER = "verifier"
-_TESTER = _ROLES[2]
-_VERIFIER = Role(VERIFIER, "Verifier", _verifier_instruction, _team_view)
+_VERIFIER = Role(VERIFIER, "Verifier", _verifier_instruction, _problem)
+# The candidate schemes have no `aux` to call: their roles read the problem without the dataset's helper hint (a
+# coder told of "aux(word)" calls a function nobody defines).
+_CANDIDATE_TESTER = Role("tester", "Tester", _tester_instruction, _problem)
 _CATALOGUES: dict[str, tuple[Role, ...]] = {
     "magrpo": _ROLES,
     "magrpo_fallback": (_ROLES[0], Role("main", "Main author", _fallback_main_instruction, _team_view), *_ROLES[2:]),
-    "propose_verify": (Role("coder_1", "Coder", _coder_instruction, _team_view),
-                       Role("coder_2", "Coder", _coder_instruction, _team_view), _TESTER, _VERIFIER),
-    "author_fixer": (Role("author", "Author", _solo_instruction, _team_view),
-                     Role("fixer", "Fixer", _fixer_instruction, _team_view), _TESTER, _VERIFIER),
+    "propose_verify": (Role("coder_1", "Coder", _coder_instruction, _problem),
+                       Role("coder_2", "Coder", _coder_instruction, _problem), _CANDIDATE_TESTER, _VERIFIER),
+    "author_fixer": (Role("author", "Author", _solo_instruction, _problem),
+                     Role("fixer", "Fixer", _fixer_instruction, _problem), _CANDIDATE_TESTER, _VERIFIER),
 }
 CANDIDATE_ORDER: dict[str, tuple[str, ...]] = {
     "propose_verify": ("coder_1", "coder_2"),
