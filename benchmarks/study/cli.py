@@ -375,7 +375,14 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
         # Decided from the shipped teams before anything else (also for a scripted run: the same plan).
         from llm_marl_baselines.teams import builtin_teams
 
-        covered = set(builtin_teams()) | {_manifest_cell(d) for d in args.adapters if str(d) != BUILTIN}
+        shipped = {}
+        for cell, directory in builtin_teams().items():
+            mismatch = _team_role_mismatch(directory, cell, design) if cell in needed else None
+            if mismatch:  # e.g. a coding team trained under another scheme: not a team for this env
+                print(f"[study] note: the shipped {mismatch}", flush=True)
+            else:
+                shipped[cell] = directory
+        covered = set(shipped) | {_manifest_cell(d) for d in args.adapters if str(d) != BUILTIN}
         missing = [cell for cell in needed if cell not in covered]
         if missing:
             design = dataclasses.replace(design, missing_teams=(*design.missing_teams, *missing))
@@ -396,12 +403,32 @@ def _team_sources(args: argparse.Namespace, design: StudyDesign, training: Train
         if missing:
             raise ValueError(f"--adapters: no team for {_team_names(missing)}; got teams for "
                              f"{_team_names(sorted(given))}")
+        for cell in needed:
+            mismatch = _team_role_mismatch(given[cell], cell, design)
+            if mismatch:
+                raise ValueError(f"--adapters: {mismatch}")
         return _Teams({cell: d for cell, d in given.items() if cell in needed}, None, needed, design, policy,
                       out), design
     if args.train or default_teams == "train":
         return _Teams({}, training, needed, design, policy, out), design
     raise ValueError("the trained condition needs --adapters DIR ... (teams from `llm-marl train`) or --train; "
                      "or leave it out with --conditions")
+
+
+def _team_role_mismatch(directory: str | Path, cell: tuple[str, int], design: StudyDesign) -> str | None:
+    """``None`` when a team's roles are the agents of the env its cell plays, else what differs (a coding team
+    trained under another ``scheme``, say) and the env options the team was trained with."""
+    from llm_marl_baselines.policies.adapters import load_team_manifest
+
+    env, size = cell
+    manifest = load_team_manifest(directory)
+    agents = make_env(env, **{**design.env_kwargs_for(env, "trained", size), "similarity": "tfidf"}).possible_agents
+    if sorted(manifest.roles) == sorted(agents):
+        return None
+    scheme = manifest.env_kwargs.get("scheme")  # the env option that decides a coding team's roles
+    hint = f" (--env-option {env}.scheme={scheme})" if scheme else f" (it was trained with {manifest.env_kwargs})"
+    return (f"team in {directory} plays roles {sorted(manifest.roles)}, but the study's {env} env with {size} agents "
+            f"has {list(agents)}; play it in the env it was trained for{hint}")
 
 
 def _manifest_cell(directory: Path) -> tuple[str, int]:

@@ -353,16 +353,20 @@ PRESETS: dict[str, dict[str, Any]] = {
     "main": {
         # The main job (scripts/study.sh): the shipped 2-agent teams against the untrained team and one agent, on 16
         # held-out tasks per env (one pair each), at the study's turn budget: 96 episodes in 9 to 27 min on 2 idle CPU
-        # cores after set-up, with and without native bf16 (see scripts/study.sh).
-        "design": {"team_sizes": (2,), "conditions": SEEDS_CONDITIONS, "cell_episodes": {2: 16}, "tasks": 16},
+        # cores after set-up, with and without native bf16 (see scripts/study.sh); the coding cells add one agent's
+        # best of n (16 more episodes): a team that only samples more is no team.
+        "design": {"team_sizes": (2,), "conditions": (*SEEDS_CONDITIONS, "single_best_of_n"), "cell_episodes": {2: 16},
+                   "tasks": 16},
         "training": {},
         "teams": "builtin",
     },
     "results": {
         # The README's results table: held-out tasks of each env, 40 pairs per env and condition at size 2 and 24 at
         # sizes 3 and 4 (the trained condition only where a team of that size ships), with the adapters-off team and
-        # MAGRPO's one-shot single agent beside the seeds' three conditions.
-        "design": {"team_sizes": (2, 3, 4), "conditions": (*SEEDS_CONDITIONS, "base", "single_oneshot"),
+        # MAGRPO's one-shot single agent beside the seeds' three conditions, and in the coding cells one agent's best
+        # of n (as many candidates a turn as the team has agents, the same selection rule).
+        "design": {"team_sizes": (2, 3, 4), "conditions": (*SEEDS_CONDITIONS, "base", "single_oneshot",
+                                                           "single_best_of_n"),
                    "cell_episodes": {2: 40, 3: 24, 4: 24}},
         "training": {},
         "teams": "builtin",

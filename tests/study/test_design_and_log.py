@@ -159,6 +159,12 @@ def test_presets_have_the_pairs_the_issue_asks_for():
                 assert results[(env, size, condition)] >= 24
         for condition in ("trained", "untrained", "single"):
             assert main_counts[(env, 2, condition)] >= 16
+    # One agent's best of n is a coding control: every coding cell of both presets has it, no writing cell.
+    for size, pairs in ((2, 40), (3, 24), (4, 24)):
+        assert results[("coding", size, "single_best_of_n")] >= pairs
+        assert ("writing", size, "single_best_of_n") not in results
+    assert main_counts[("coding", 2, "single_best_of_n")] >= 16
+    assert ("writing", 2, "single_best_of_n") not in main_counts
     assert {size for _, size, _ in main_counts} == {2}
     # The main job pairs distinct tasks: 16 held-out tasks per env, one seed each.
     main = StudyDesign(**{**PRESETS["main"]["design"], "similarity": "tfidf"})

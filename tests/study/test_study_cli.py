@@ -159,7 +159,8 @@ def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_pat
     monkeypatch.setattr(llm_marl_baselines.teams, "builtin_teams", lambda: dict(two))  # as if only size 2 shipped
     shipped = sorted(two)
     monkeypatch.setattr(cli, "_team_fingerprint", lambda directory: {"dir": str(directory)})
-    argv = ["--preset", "results", "--pairs", "1", "--tasks", "1", *SCRIPTED, "--no-report", "--out", str(tmp_path)]
+    argv = ["--preset", "results", "--pairs", "1", "--tasks", "1", *SCRIPTED, "--no-report", "--out", str(tmp_path),
+            "--env-option", f"coding.scheme={shipped_coding_scheme()}"]
     args = build_parser().parse_args(argv)
     design, training = design_from_args(args)
     teams, design = cli._team_sources(args, design, training, cli.PolicySpec(kind="local"), tmp_path)
@@ -167,7 +168,8 @@ def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_pat
     assert set(teams.given) == {("writing", 2), ("coding", 2)}
     plan = design.plan()
     assert not [e for e in plan if e.condition == "trained" and e.team_size > 2]
-    assert {e.condition for e in plan if e.team_size == 4} == {"untrained", "single", "base", "single_oneshot"}
+    assert {e.condition for e in plan if e.team_size == 4} == {"untrained", "single", "base", "single_oneshot",
+                                                                "single_best_of_n"}
     # The whole command says so before it runs anything.
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -176,6 +178,32 @@ def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_pat
     assert main(["--adapters", str(two[shipped[0]]), "--sizes", "2", "3",
                  "--similarity", "tfidf", "--out", str(tmp_path / "x")]) == 2
     assert "--adapters: no team for" in capsys.readouterr().err
+
+
+def shipped_coding_scheme() -> str:
+    """The scheme the shipped 2-agent coding team was trained under (its manifest's env arguments)."""
+    from llm_marl_baselines.policies.adapters import load_team_manifest
+    from llm_marl_baselines.teams import builtin_team_dir
+
+    return load_team_manifest(builtin_team_dir("coding", 2)).env_kwargs["scheme"]
+
+
+def test_a_team_trained_under_another_scheme_is_left_out_or_refused(tmp_path, capsys):
+    """A coding team's roles are its scheme's: played in an env of another scheme it would fail mid-run, so the
+    shipped one is left out of the trained condition with a note, and one given by folder is refused up front."""
+    from llm_marl_baselines.teams import builtin_team_dir
+
+    other = "magrpo" if shipped_coding_scheme() != "magrpo" else "propose_verify"
+    argv = ["--preset", "main", "--envs", "coding", "--pairs", "1", "--tasks", "1", *SCRIPTED, "--no-report",
+            "--env-option", f"coding.scheme={other}", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"note: the shipped team in {builtin_team_dir('coding', 2)} plays roles" in out
+    assert f"--env-option coding.scheme={shipped_coding_scheme()}" in out
+    assert "trained" not in {r["condition"] for r in logged(tmp_path)}
+    local = [a for a in argv[:-1] if a not in ("--policy", "scripted")]  # refused before any model loads
+    assert main([*local, str(tmp_path / "x"), "--adapters", str(builtin_team_dir("coding", 2))]) == 2
+    assert "--adapters: team in" in capsys.readouterr().err
 
 
 def _study_process(argv: list[str]) -> subprocess.Popen:
@@ -290,7 +318,8 @@ def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, c
     from llm_marl_baselines.teams import builtin_team_dir
 
     argv = ["--preset", "main", "--conditions", "trained", "untrained", "single", "base", "--pairs", "1", "--tasks",
-            "1", "--max-new-tokens", "24", "--max-turns", "2", "--similarity", "tfidf", "--out", str(tmp_path)]
+            "1", "--max-new-tokens", "24", "--max-turns", "2", "--similarity", "tfidf", "--out", str(tmp_path),
+            "--env-option", f"coding.scheme={shipped_coding_scheme()}"]
     assert main(argv) == 0
     rows = logged(tmp_path)
     assert {r["key"] for r in rows} == planned_keys(argv)
