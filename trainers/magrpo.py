@@ -163,7 +163,8 @@ class MAGRPOTrainer:
     def resume(cls, directory: str | Path, env_factory: Any = None, **overrides: Any) -> MAGRPOTrainer:
         """A trainer continuing the run in ``directory`` from its last checkpoint (``overrides``: e.g. ``steps``;
         ``env_factory``: the same one the run was started with, if any). Under ``torchrun`` every rank calls it."""
-        saved = checkpoint.load_last(directory, **overrides)
+        # The run goes on where it now lies: a folder moved or copied since must not write into the old one.
+        saved = checkpoint.load_last(directory, **{"output_dir": str(directory), **overrides})
         parallel = DataParallel.from_environment()
         saved.check_world_size(parallel.world_size)  # before the model loads
         config = saved.config

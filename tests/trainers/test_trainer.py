@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -115,9 +116,12 @@ def test_resume_repeats_the_uninterrupted_run(tmp_path: Path, model_dir: Path) -
     straight.train()
     interrupted = MAGRPOTrainer(_config(tmp_path / "b", model=str(model_dir), steps=2), env_factory=LetterEnv)
     interrupted.train()
-    resumed = MAGRPOTrainer.resume(tmp_path / "b" / "run", env_factory=LetterEnv, steps=4)
+    shutil.move(tmp_path / "b" / "run", tmp_path / "b" / "moved")  # a run folder goes on where it now lies
+    resumed = MAGRPOTrainer.resume(tmp_path / "b" / "moved", env_factory=LetterEnv, steps=4)
     assert resumed.step == 2
     resumed.train()
+    assert not (tmp_path / "b" / "run").exists()
+    shutil.move(tmp_path / "b" / "moved", tmp_path / "b" / "run")
 
     def rows(run: Path) -> list[tuple]:
         lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
