@@ -493,7 +493,7 @@ def training_config(cell: tuple[str, int], design: StudyDesign, plan: TrainingPl
     env, size = cell
     env_kwargs = {"similarity": design.similarity, **design.env_kwargs.get(env, {}),
                   "max_turns": plan.max_turns or design.max_turns}
-    recipe = _shipped_recipe(env, size) if plan.recipes else None
+    recipe = _shipped_recipe(env, size, design) if plan.recipes else None
     if recipe is not None:
         values = TrainerConfig.yaml_values(recipe)
         values.update(env_kwargs={**dict(values.get("env_kwargs") or {}), **env_kwargs},
@@ -511,15 +511,17 @@ def training_config(cell: tuple[str, int], design: StudyDesign, plan: TrainingPl
     )
 
 
-def _shipped_recipe(env: str, size: int) -> Path | None:
-    """The recipe the shipped team of ``env`` × ``size`` was trained with, if the package has that team."""
+def _shipped_recipe(env: str, size: int, design: StudyDesign) -> Path | None:
+    """The recipe the shipped team of ``env`` × ``size`` was trained with, if the package has that team and its roles
+    are the ones this study's env plays (a coding recipe of another scheme would train a team the study cannot play)."""
     from llm_marl_baselines.teams import builtin_team_dir
 
     try:
-        recipe = builtin_team_dir(env, size) / "recipe.yaml"
+        team_dir = builtin_team_dir(env, size)
     except ValueError:
         return None
-    return recipe if recipe.is_file() else None
+    recipe = team_dir / "recipe.yaml"
+    return recipe if recipe.is_file() and _team_role_mismatch(team_dir, (env, size), design) is None else None
 
 
 def _team_fingerprint(directory: Path) -> dict[str, Any]:

@@ -344,3 +344,26 @@ def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, c
     # Each batch keeps its prompts: a second turn reads only what its observations added to the first's.
     prompts = re.search(r"\[study\] prompts: ([\d,]+) tokens, ([\d,]+) of them read by the model", out)
     assert prompts is not None and 0 < int(prompts[2].replace(",", "")) < int(prompts[1].replace(",", ""))
+
+
+def test_training_reuses_a_shipped_recipe_only_for_the_roles_it_trained(tmp_path):
+    """``--train`` starts from the shipped team's recipe, but a coding recipe of another scheme than the study's
+    would train roles the study cannot play: then the plan's own settings train the team."""
+    from llm_marl_baselines.teams import builtin_team_dir
+    from llm_marl_benchmarks.study import cli
+
+    shipped = shipped_coding_scheme()
+    other = "magrpo" if shipped != "magrpo" else "propose_verify"
+    configs = {}
+    for scheme in (shipped, other):
+        args = build_parser().parse_args(["--preset", "full", "--envs", "coding", "--sizes", "2", "--train",
+                                          "--similarity", "tfidf", "--env-option", f"coding.scheme={scheme}"])
+        design, training = design_from_args(args)
+        configs[scheme] = cli.training_config(("coding", 2), design, training, cli.PolicySpec(kind="local"), tmp_path)
+        assert configs[scheme].env_kwargs["scheme"] == scheme
+    from llm_marl_trainers.config import TrainerConfig
+
+    recipe = TrainerConfig.yaml_values(builtin_team_dir("coding", 2) / "recipe.yaml")
+    assert (configs[shipped].steps, configs[shipped].envs_per_step) == (recipe["steps"], recipe["envs_per_step"])
+    assert (configs[other].steps, configs[other].envs_per_step) == (training.steps, training.envs_per_step)
+    assert (recipe["steps"], recipe["envs_per_step"]) != (training.steps, training.envs_per_step)  # tells them apart

@@ -92,7 +92,9 @@ def test_the_shipped_teams_are_complete() -> None:
     for (env, size), folder in teams.items():
         manifest = load_team_manifest(folder)
         extra = {"executor": "local"} if env == "coding" else {}
-        agents = make_env(env, num_agents=size, similarity="tfidf", **extra).possible_agents
+        # A team plays the env it was trained for: its manifest's env arguments (a coding team's scheme among them).
+        options = {**manifest.env_kwargs, "similarity": "tfidf", **extra}
+        agents = make_env(env, num_agents=size, **options).possible_agents
         assert list(manifest.roles) == list(agents) and manifest.base_model == "SmolLM2-135M-Instruct"
         for name in ("metrics.jsonl", "untrained.jsonl", "curve.png", "recipe.yaml"):
             assert (folder / name).is_file(), f"{folder.name} lacks {name}"
