@@ -12,7 +12,8 @@ the team's budget and endings (``single``, where the code has that baseline), an
 - coding: the share of final programs that parse and define the entry point (the env's ``syntax`` term), the mean
   held-out pass rate, and for teams the share of episodes whose helper agent's part defines ``aux`` and whose main
   agent's entry point calls ``aux`` — the helper can only count for the team (be load-bearing) when both hold — and
-  the share where the helper is load-bearing (its counterfactual contribution is above 0);
+  the share where the helper is load-bearing (its counterfactual contribution is above 0) — so the coding env plays
+  ``scheme="magrpo"`` here, the scheme with a helper;
 - both: the distribution of turns taken, the share of episodes that end before the budget (``early_end_share``) and
   why episodes end; and of the replies from turn 2 on (where an agent can end), the share that carry a done tag
   (``done_tag_share``), that echo the offer to end instead of taking it (``offer_echo_share``: the offer's first line
@@ -108,10 +109,12 @@ def reply_endings(steps: Sequence[Any], done_offer: str | None = None) -> dict[s
 
 def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str, tokens: int | None,
             policy: Any, max_turns: int, done_offer: str | None = None, first_seed: int = 0,
-            end_quorum: str | None = None, progress: EpisodeProgress | None = None) -> dict[str, Any]:
+            end_quorum: str | None = None, progress: EpisodeProgress | None = None,
+            scheme: str | None = "magrpo") -> dict[str, Any]:
     """Play ``episodes`` untrained episodes (seeds ``first_seed`` on) and return the shares and means (see the module
     docstring); ``done_offer`` and ``end_quorum``: the env's settings of those names (``None``: its defaults; the
-    figures record the quorum played). ``progress`` hears every turn and episode."""
+    figures record the quorum played); ``scheme``: the coding env's (``"magrpo"``, whose helper the figures follow;
+    ``None``: the env's default). ``progress`` hears every turn and episode."""
     from llm_marl_baselines.collaboration import get_baseline, run_episodes
     from llm_marl_baselines.policies.base import GenerationSettings
     from llm_marl_envs.envs.coding.program import calls_function, defined_functions
@@ -120,13 +123,14 @@ def measure(env: str, baseline: str, num_agents: int, episodes: int, split: str,
 
     spec = get_baseline(baseline)
     single = getattr(spec, "single_agent", False)
+    env_kwargs = {"similarity": "tfidf", **({} if done_offer is None else {"done_offer": done_offer}),
+                  **({} if end_quorum is None else {"end_quorum": end_quorum}),
+                  **({"scheme": scheme} if env == "coding" and scheme is not None else {})}
     if tokens is None:
-        probe = make_env(env, num_agents=1 if single else num_agents, similarity="tfidf")
+        probe = make_env(env, num_agents=1 if single else num_agents, **env_kwargs)
         tokens = probe.suggested_max_new_tokens()
     budget = spec.env_kwargs(num_agents, max_turns)["max_turns"]
     settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=tokens, seed=0)
-    env_kwargs = {"similarity": "tfidf", **({} if done_offer is None else {"done_offer": done_offer}),
-                  **({} if end_quorum is None else {"end_quorum": end_quorum})}
     started = time.perf_counter()
     seeds = range(first_seed, first_seed + episodes)
     callbacks: dict[str, Any] = {}

@@ -21,7 +21,7 @@ def test_writing_rewards_only_honest_work(similarity: str) -> None:
 
 @pytest.mark.parametrize("similarity", ["minilm", "tfidf"])
 def test_coding_rewards_only_honest_work(similarity: str) -> None:
-    rows = evaluate("coding", sizes=(1, 2, 3, 4), backends=(similarity,), tasks=TASKS)
+    rows = evaluate("coding", sizes=(1, 2, 3, 4), backends=(similarity,), tasks=TASKS, scheme="magrpo")
     assert {r.num_agents for r in rows if r.strategy == HONEST_REFERENCE} == {1, 2, 3, 4}
     assert len([r for r in rows if not r.honest]) >= 60
     assert violations(rows, MARGIN) == []
@@ -30,7 +30,8 @@ def test_coding_rewards_only_honest_work(similarity: str) -> None:
 def test_the_check_can_fail() -> None:
     """Scored under the old resemblance-based consistency, duplicated programs would beat honest work: the suite
     must see that (so a passing run means something)."""
-    rows = evaluate("coding", sizes=(2,), backends=("tfidf",), tasks=1, strategies=("honest", "same_full_program"))
+    rows = evaluate("coding", sizes=(2,), backends=("tfidf",), tasks=1, strategies=("honest", "same_full_program"),
+                    scheme="magrpo")
     same = next(r for r in rows if r.strategy == "same_full_program")
     assert same.gap_to_honest < -MARGIN  # today it loses...
     shifted = [
@@ -47,7 +48,7 @@ def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
     from llm_marl_benchmarks.integrity.coding_strategies import CODING_STRATEGIES, HONEST_TASK_IDS
     from llm_marl_benchmarks.reward_integrity import make_env, play
 
-    env = make_env("coding", 2, "tfidf", "local")
+    env = make_env("coding", 2, "tfidf", "local", scheme="magrpo")
     by_name = {s.name: s for s in CODING_STRATEGIES}
     task_id = HONEST_TASK_IDS()[0]
     cheat, _ = play(env, by_name["special_case_visible"], task_id)
@@ -59,14 +60,16 @@ def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
     assert env.state()["turn"] == 1 and cheat < honest - MARGIN
 
 
-@pytest.mark.parametrize(("env_name", "other_quorum"), [("writing", "all"), ("coding", "half")])
-def test_the_other_ending_opens_no_exploit(env_name: str, other_quorum: str) -> None:
+@pytest.mark.parametrize(("env_name", "other_quorum", "scheme", "degenerate"), [
+    ("writing", "all", None, 45), ("coding", "half", "magrpo", 45), ("coding", "half", "propose_verify", 18)])
+def test_the_other_ending_opens_no_exploit(env_name: str, other_quorum: str, scheme: str | None,
+                                           degenerate: int) -> None:
     """The other tests play each env's default ending (writing: half the team's ``<done/>`` ends the episode from
     turn 2; coding: everyone's). Under the other one every degenerate strategy still loses: a finished agent that can
     end its teammates' work sooner must not gain from it, nor one that cannot from playing on."""
     rows = evaluate(env_name, sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local",
-                    end_quorum=other_quorum)
-    assert len([r for r in rows if not r.honest]) >= 45
+                    end_quorum=other_quorum, scheme=scheme)
+    assert len([r for r in rows if not r.honest]) >= degenerate
     assert violations(rows, MARGIN) == []
 
 

@@ -84,7 +84,7 @@ def coding_env(executor: Executor | str, **kwargs: Any) -> Any:
     from llm_marl_envs import coding_v0
 
     return coding_v0.parallel_env(num_agents=2, dataset="decomposable", similarity="tfidf", executor=executor,
-                                  **kwargs)
+                                  **{"scheme": "magrpo", **kwargs})  # the aux/main actions below
 
 
 def joint_action(env: Any, version: int) -> dict[str, str]:

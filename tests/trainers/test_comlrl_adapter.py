@@ -247,7 +247,7 @@ def _assert_lora_moved(trainer: Any, before: tuple[dict[str, Any], dict[str, Any
 @pytest.mark.docker
 @pytest.mark.usefixtures("one_thread")
 def test_two_steps_with_the_default_model_on_coding_in_the_docker_sandbox() -> None:
-    kwargs = dict(similarity="tfidf", executor="docker", dataset="decomposable")
+    kwargs = dict(similarity="tfidf", executor="docker", dataset="decomposable", scheme="magrpo")
     trainer = magrpo_trainer("coding_v0", 2, args=_default_args(max_new_tokens=24), seeds=[0, 1], **kwargs,
                              bridge_kwargs={"keep_records": True})
     trainer.verbose = False

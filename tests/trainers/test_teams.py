@@ -110,6 +110,15 @@ def test_the_shipped_teams_are_complete() -> None:
     assert BUILTIN == "builtin"
 
 
+def test_teams_list_names_each_shipped_team_and_a_coding_teams_scheme(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["teams", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(builtin_teams())
+    scheme = load_team_manifest(builtin_team_dir("coding", 2)).env_kwargs["scheme"]
+    (coding,) = [line for line in lines if line.startswith("coding-2:")]
+    assert f"(scheme {scheme})" in coding and str(builtin_team_dir("coding", 2)) in coding
+
+
 @pytest.mark.parametrize("recipe", sorted((ROOT / "recipes").glob("*.yaml")), ids=lambda path: path.stem)
 def test_every_recipe_is_a_valid_config_named_after_its_team(recipe: Path) -> None:
     """``recipes/<env>-<size>.yaml`` trains that team: the file validates as a trainer config (every option known, every

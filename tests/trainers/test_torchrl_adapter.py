@@ -225,7 +225,7 @@ def test_a_grpo_step_with_the_default_model_on_coding_in_the_docker_sandbox() ->
     loaded = load_model(None, dtype="float32", device="cpu")
     before = {name: p.detach().clone() for name, p in loaded.model.named_parameters()}
     env = TeamChatEnv("coding_v0", 2, seeds=[1], group_size=2, similarity="tfidf", executor="docker",
-                      dataset="decomposable", max_turns=1)
+                      dataset="decomposable", max_turns=1, scheme="magrpo")  # the aux/main pair the seed was chosen on
     try:
         records = train_grpo(env, 1, model=loaded, max_new_tokens=24, learning_rate=1e-3)
         _check_records(env, records, 1)
