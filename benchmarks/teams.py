@@ -152,8 +152,9 @@ def run_list(args: argparse.Namespace) -> int:
     for (env, size), folder in sorted(teams.items()):
         manifest = load_team_manifest(folder)
         steps = len(read_rows(folder / "metrics.jsonl")) if (folder / "metrics.jsonl").is_file() else "?"
-        print(f"{env}-{size}: roles {list(manifest.roles)}, {steps} training steps, base {manifest.base_model}, "
-              f"{folder}")
+        scheme = manifest.env_kwargs.get("scheme")  # a coding team plays only the scheme it was trained under
+        print(f"{env}-{size}: roles {list(manifest.roles)}" + (f" (scheme {scheme})" if scheme else "") +
+              f", {steps} training steps, base {manifest.base_model}, {folder}")
     return 0
 
 
