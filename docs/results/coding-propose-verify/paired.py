@@ -1,0 +1,65 @@
+"""Paired held-out comparison of a trained coding team with its untrained team, one agent and one agent's best of n.
+
+The rows come from two study folders played with one design (split, seed, pairs, scheme; the trained condition
+needs the team's run folder, so it ran on its own with the same design): ``SIZE/base/`` (untrained, single,
+single_best_of_n) and ``SIZE/trained/``. Pairs are (task, seed). ``python paired.py 2`` prints each comparison with
+its 95 % CI and p, and writes ``SIZE/paired.json``.
+"""
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from llm_marl_benchmarks.study.stats import compare
+
+ROOT = Path(__file__).resolve().parent  # the study folders beside this script
+CONDITIONS = ("trained", "untrained", "single", "single_best_of_n")
+METRICS = ("pass_rate", "success", "turns", "critical_path_tokens", "completion_tokens")
+
+
+def load(folder: Path) -> list[dict]:
+    path = folder / "episodes.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")] if path.exists() else []
+
+
+def main(size: str) -> None:
+    by_condition: dict[str, dict] = {c: {} for c in CONDITIONS}
+    for folder in ("base", "trained"):
+        for row in load(ROOT / size / folder):
+            if row["condition"] in by_condition:
+                by_condition[row["condition"]][(row["task"], row["seed"])] = row
+    figures: dict = {"conditions": {}, "comparisons": {}}
+    print(f"| condition | episodes | {' | '.join(METRICS)} | contribution > 0 (share of episodes, per agent) |")
+    print("|---" * (len(METRICS) + 3) + "|")
+    for condition, rows in by_condition.items():
+        if not rows:
+            continue
+        values = list(rows.values())
+        entry = {m: sum(float(r[m]) for r in values) / len(values) for m in METRICS}
+        contributions = [r["contributions"] for r in values if r.get("contributions")]
+        if contributions:  # the passenger check: each agent's counterfactual credit > 0 in how many episodes
+            agents = sorted({a for c in contributions for a in c})
+            entry["contribution_positive"] = {
+                a: sum((c.get(a) or 0) > 0 for c in contributions) / len(contributions) for a in agents}
+        figures["conditions"][condition] = {"episodes": len(values), **entry}
+        shares = ", ".join(f"{a} {v:.0%}" for a, v in entry.get("contribution_positive", {}).items()) or "—"
+        print(f"| {condition} | {len(values)} | " + " | ".join(f"{entry[m]:.3f}" for m in METRICS) + f" | {shares} |")
+    print()
+    for team in ("trained", "untrained"):
+        for other in ("untrained", "single", "single_best_of_n"):
+            if team == other or not by_condition[team] or not by_condition[other]:
+                continue
+            keys = sorted(set(by_condition[team]) & set(by_condition[other]))
+            for metric in ("pass_rate", "critical_path_tokens"):
+                result = compare([by_condition[team][k][metric] for k in keys],
+                                 [by_condition[other][k][metric] for k in keys], paired=True)
+                name = f"{team} - {other}: {metric}"
+                figures["comparisons"][name] = dataclasses.asdict(result)
+                print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
+                      f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
+    (ROOT / size / "paired.json").write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "2")
