@@ -3,7 +3,8 @@
 The rows come from two study folders played with one design (split, seed, pairs, scheme; the trained condition
 needs the team's run folder, so it ran on its own with the same design): ``SIZE/base/`` (untrained, single,
 single_best_of_n) and ``SIZE/trained/``. Pairs are (task, seed). ``python paired.py 2`` prints each comparison with
-its 95 % CI and p, and writes ``SIZE/paired.json``.
+its 95 % CI and p, and writes ``SIZE/paired.json``; ``python paired.py 2-40 2-40-seed2`` pools the folders' pairs
+and writes ``pooled.json``.
 """
 
 import dataclasses
@@ -23,12 +24,13 @@ def load(folder: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")] if path.exists() else []
 
 
-def main(size: str) -> None:
+def main(sizes: list[str]) -> None:
     by_condition: dict[str, dict] = {c: {} for c in CONDITIONS}
-    for folder in ("base", "trained"):
-        for row in load(ROOT / size / folder):
-            if row["condition"] in by_condition:
-                by_condition[row["condition"]][(row["task"], row["seed"])] = row
+    for size in sizes:
+        for folder in ("base", "trained"):
+            for row in load(ROOT / size / folder):
+                if row["condition"] in by_condition:
+                    by_condition[row["condition"]][(row["task"], row["seed"])] = row
     figures: dict = {"conditions": {}, "comparisons": {}}
     print(f"| condition | episodes | {' | '.join(METRICS)} | contribution > 0 (share of episodes, per agent) |")
     print("|---" * (len(METRICS) + 3) + "|")
@@ -58,8 +60,9 @@ def main(size: str) -> None:
                 figures["comparisons"][name] = dataclasses.asdict(result)
                 print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
                       f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
-    (ROOT / size / "paired.json").write_text(json.dumps(figures, indent=2) + "\n")
+    target = ROOT / sizes[0] / "paired.json" if len(sizes) == 1 else ROOT / "pooled.json"
+    target.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "2")
+    main(sys.argv[1:] or ["2"])
