@@ -573,14 +573,16 @@ _SPAM = (
 
 
 # ----------------------------------------------------------------------------------------- strategies
-def _single_turn(overrides: Callable[[Task, HonestSplit], Mapping[str, str]]) -> ActionFn:
-    """Turn 1: every live role submits its action (honest unless ``overrides`` says otherwise) and ``<done/>``."""
+def _single_turn(overrides: Callable[[Task, HonestSplit], Mapping[str, str]],
+                 honest: Callable[[Task, HonestSplit], Mapping[str, str]] | None = None) -> ActionFn:
+    """Turn 1: every live role submits its action (``honest``'s — default :func:`honest_drafts` — unless
+    ``overrides`` says otherwise) and ``<done/>``."""
 
     def act(task: Task, live: Sequence[str], turn: int) -> dict[str, str] | None:
         split = honest_split(task)
         if split is None or turn > 1:
             return None
-        actions = {**honest_drafts(task, split), **overrides(task, split)}
+        actions = {**(honest or honest_drafts)(task, split), **overrides(task, split)}
         return {agent: f"{actions[agent]}\n{DONE}".strip() for agent in live}
 
     return act
@@ -1191,16 +1193,8 @@ def _candidate_drafts(task: Task, split: HonestSplit) -> dict[str, str]:
 
 
 def _candidate_turn(overrides: Callable[[Task, HonestSplit], Mapping[str, str]]) -> ActionFn:
-    """Turn 1: every live role submits its action (honest unless ``overrides`` says otherwise) and ``<done/>``."""
-
-    def act(task: Task, live: Sequence[str], turn: int) -> dict[str, str] | None:
-        split = honest_split(task)
-        if split is None or turn > 1:
-            return None
-        actions = {**_candidate_drafts(task, split), **overrides(task, split)}
-        return {agent: f"{actions[agent]}\n{DONE}".strip() for agent in live}
-
-    return act
+    """:func:`_single_turn` on the candidate schemes' honest drafts."""
+    return _single_turn(overrides, _candidate_drafts)
 
 
 def _scheme_strategy(
