@@ -774,9 +774,9 @@ class CodingEnv(CollaborativeTextEnv):
                 if role in tester_passed:
                     lines.append(f"The tester's asserts: {tester_passed[role]} of {len(tester_asserts)} pass on "
                                  f"your candidate.")
-                shown = {"author"} if role == "fixer" and drafts.get("author", "").strip() else set()
-                if shown:
-                    lines.append(code_block("author"))  # the scheme: the fixer repairs the author's code
+                # The scheme's reading (drafts_read_by_role): the fixer repairs the author's code.
+                shown = [a for a in self.drafts_read_by_role(role) if drafts.get(a, "").strip()]
+                lines += [code_block(a) for a in shown]
                 lines += [result_line(other) for other in order if other != role and other not in shown]
             elif role == "tester":
                 on = ", ".join(f"{a} {tester_passed.get(a, 0)}" for a in order if runnable[a])
