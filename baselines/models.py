@@ -113,8 +113,10 @@ def ensure_default_model() -> Path:
 
 
 def resolve_model_source(name_or_path: str | os.PathLike[str] | None) -> str:
-    """Map ``None``/``DEFAULT_MODEL`` to the local cache; keep local paths; pass other strings on as hub ids."""
-    if name_or_path is None or str(name_or_path) in (DEFAULT_MODEL, f"HuggingFaceTB/{DEFAULT_MODEL}"):
+    """Map ``None``/``"default"``/``DEFAULT_MODEL`` to the local cache; keep local paths; pass other strings on as hub
+    ids. ``"default"`` is what recipes (``model: default``) and the trainer call the embedded model; here it used to be
+    taken for a hub id, which an offline machine retried for half a minute before failing."""
+    if name_or_path is None or str(name_or_path) in ("default", DEFAULT_MODEL, f"HuggingFaceTB/{DEFAULT_MODEL}"):
         return str(ensure_default_model())
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"model: expected a path, a hub id or None, got {type(name_or_path).__name__}")

@@ -75,6 +75,12 @@ def test_local_policy_rejects_bad_arguments(tmp_path: Path) -> None:
         models.resolve_model_source(42)  # type: ignore[arg-type]
 
 
+def test_the_recipes_name_for_the_default_model_loads_it_offline() -> None:
+    # Recipes and the trainer say `model: default`; a policy given that name once asked the hub for a repo "default".
+    assert models.resolve_model_source("default") == models.resolve_model_source(None) == str(
+        models.ensure_default_model())
+
+
 @pytest.mark.slow  # converts the GGUF into a fresh cache and loads it (10-20 s)
 def test_conversion_cache_is_atomic_and_repairs_a_broken_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
