@@ -1,0 +1,155 @@
+"""Does a team role's prompt cost its first draft? Each code author's turn-1 candidate against one agent's, on the
+train split.
+
+In the candidate schemes (``propose_verify``, ``author_fixer``) every code author writes the whole entry point, as one
+agent does, so at turn 1 the only difference between a coder's request and ``solo``'s is the prompt: the team header
+(teammates, the ``<message>`` protocol line) and the role's instruction. If a coder's first candidate passes less than
+one agent's, the untrained team pays for its prompt before any coordination starts; a team of two such coders then
+trails one agent's best of two (issue 42: over 80 held-out pairs the untrained pair passed 0.145 against best of
+two's 0.245). This measures that cost where prompts may be chosen: the **train** split only.
+
+For each of ``--tasks`` train tasks (distinct, in the split's order) and each prompt (``solo``'s, then every code
+author's in a team of ``--team-size``), the default model samples ``--samples`` replies to the turn-1 chat exactly as
+the env gives it (:meth:`chat_messages`, the reply started as the env starts it), with the study's sampling
+(temperature 0.7, top-p 0.95, each prompt's sampling seeded by the task's index, so prompts differ only by their
+text). Each reply is read as the env reads a draft and its program runs the task's visible tests in the sandbox
+(:func:`~llm_marl_benchmarks.study.best_of_n.candidate_program`, the best-of-n control's own reading). Per prompt:
+the share of samples that pass every visible test, and the mean share of visible tests passed (denser: most samples
+of a 135M model pass none); per role, the paired difference from ``solo`` over tasks with its 95 % CI and p
+(paired t-test, scipy).
+
+    python -m llm_marl_benchmarks.role_prompts [--scheme propose_verify] [--team-size 2] [--tasks 40]
+                                               [--samples 6] [--executor auto] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+CANDIDATE_SCHEMES: tuple[str, ...] = ("propose_verify", "author_fixer")
+"""Schemes whose code authors each write the whole entry point (the only ones a turn-1 candidate can be run for)."""
+NOT_AUTHORS: frozenset[str] = frozenset({"tester", "verifier"})
+"""Team roles that write no candidate."""
+
+
+def paired_difference(role: Sequence[float], solo: Sequence[float]) -> dict[str, float | None]:
+    """Mean of ``role - solo`` over tasks, its 95 % CI and the paired t-test's p (None when every difference is the
+    same: no spread, no test)."""
+    from scipy import stats
+
+    differences = [r - s for r, s in zip(role, solo, strict=True)]
+    mean = statistics.fmean(differences)
+    if len(differences) < 2 or len(set(differences)) < 2:
+        return {"mean": mean, "ci_low": None, "ci_high": None, "p": None}
+    test = stats.ttest_rel(role, solo)
+    interval = test.confidence_interval(0.95)
+    return {"mean": mean, "ci_low": float(interval.low), "ci_high": float(interval.high), "p": float(test.pvalue)}
+
+
+def run(*, scheme: str, team_size: int, tasks: int, samples: int, executor: str = "auto", max_new_tokens: int | None
+        = None, policy: Any = None) -> dict[str, Any]:
+    """Sample and score every prompt (see the module docstring); returns per-task figures and the summary."""
+    from llm_marl_baselines.policies import make_policy
+    from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
+    from llm_marl_benchmarks.study.best_of_n import candidate_program
+    from llm_marl_envs import coding_v0
+    from llm_marl_envs.envs.coding.selection import visible_test_runner
+
+    if scheme not in CANDIDATE_SCHEMES:
+        raise ValueError(f"scheme: expected one of {CANDIDATE_SCHEMES} (their authors write the whole entry point), "
+                         f"got {scheme!r}")
+    common = {"dataset": "humaneval", "split": "train", "executor": executor, "similarity": "tfidf"}
+    solo = coding_v0.parallel_env(num_agents=1, **common)
+    team = coding_v0.parallel_env(num_agents=team_size, scheme=scheme, **common)
+    authors = [agent for agent in team.possible_agents if agent not in NOT_AUTHORS]
+    task_ids = solo.task_source.ids("train")[:tasks]
+    if len(task_ids) < tasks:
+        raise ValueError(f"tasks: the train split has {len(task_ids)} tasks, asked for {tasks}")
+    policy = policy if policy is not None else make_policy("local", reuse_prompts=False)
+    new_tokens = max_new_tokens or max(solo.suggested_max_new_tokens(), team.suggested_max_new_tokens(authors))
+    prompts = [("solo", solo, "solo")] + [(agent, team, agent) for agent in authors]
+    print(f"[role_prompts] {len(task_ids)} train tasks x {len(prompts)} prompts ({', '.join(p[0] for p in prompts)}; "
+          f"scheme {scheme}, team of {team_size}) x {samples} samples, {new_tokens} new tokens, executor "
+          f"{solo.executor.backend}", flush=True)
+    per_task: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for index, task_id in enumerate(task_ids):
+        row: dict[str, Any] = {"task": task_id}
+        for name, env, agent in prompts:
+            env.reset(seed=index, options={"task_id": task_id})
+            request = ActionRequest.from_messages(agent, env.chat_messages(agent))
+            settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=new_tokens, seed=index)
+            replies = policy.act([request] * samples, settings)
+            visible = list(env.task["visible_tests"])
+            passed = visible_test_runner(env.executor, visible)([candidate_program(env, agent, r) for r in replies])
+            total = len(visible)
+            row[name] = {"all_visible": statistics.fmean(int(total > 0 and p == total) for p in passed),
+                         "visible_share": statistics.fmean(p / total if total else 0.0 for p in passed)}
+        per_task.append(row)
+        elapsed = time.perf_counter() - started
+        eta = elapsed / (index + 1) * (len(task_ids) - index - 1)
+        shown = ", ".join(f"{name} {statistics.fmean(r[name]['all_visible'] for r in per_task):.3f}"
+                          for name, _, _ in prompts)
+        print(f"[role_prompts] {index + 1}/{len(task_ids)} {task_id}: all visible passed so far {shown} · "
+              f"{elapsed:.0f} s, ETA {eta:.0f} s", flush=True)
+    summary: dict[str, Any] = {}
+    for name, _, _ in prompts:
+        figures: dict[str, Any] = {}
+        for metric in ("all_visible", "visible_share"):
+            values = [row[name][metric] for row in per_task]
+            figures[metric] = statistics.fmean(values)
+            if name != "solo":
+                figures[f"{metric}_minus_solo"] = paired_difference(values, [row["solo"][metric] for row in per_task])
+        summary[name] = figures
+    return {"scheme": scheme, "team_size": team_size, "tasks": len(per_task), "samples": samples,
+            "max_new_tokens": new_tokens, "split": "train", "executor": solo.executor.backend,
+            "sampling": {"temperature": 0.7, "top_p": 0.95}, "summary": summary, "per_task": per_task,
+            "wall_s": time.perf_counter() - started}
+
+
+def _shown(difference: dict[str, float | None]) -> str:
+    if difference["p"] is None:
+        return f"{difference['mean']:+.3f} (no spread)"
+    return (f"{difference['mean']:+.3f} [{difference['ci_low']:+.3f}, {difference['ci_high']:+.3f}], "
+            f"p = {difference['p']:.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the comparison and print it (and write ``--json``)."""
+    parser = argparse.ArgumentParser(prog="python -m llm_marl_benchmarks.role_prompts",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scheme", choices=CANDIDATE_SCHEMES, default="propose_verify")
+    parser.add_argument("--team-size", type=int, choices=(2, 3, 4), default=2)
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--samples", type=int, default=6)
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the env's budget for the roles")
+    parser.add_argument("--executor", default="auto", help="the sandbox backend (auto, docker, bwrap, local)")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH")
+    args = parser.parse_args(argv)
+    for name in ("tasks", "samples"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}: expected >= 1")
+    result = run(scheme=args.scheme, team_size=args.team_size, tasks=args.tasks, samples=args.samples,
+                 executor=args.executor, max_new_tokens=args.max_new_tokens)
+    for name, figures in result["summary"].items():
+        line = (f"  {name}: all visible passed {figures['all_visible']:.3f}, "
+                f"visible share {figures['visible_share']:.3f}")
+        if name != "solo":
+            line += (f"; minus solo: {_shown(figures['all_visible_minus_solo'])} (all visible), "
+                     f"{_shown(figures['visible_share_minus_solo'])} (share)")
+        print(line)
+    print(f"[role_prompts] {result['tasks']} tasks, {result['wall_s']:.0f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
