@@ -210,7 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key in ("temp_entries", "open_files", "open_sockets", "threads", "children", "containers", "pooled_sandboxes"):
         before, after = result["before"][key], result["after"][key]
         shown = (len(before), len(after)) if isinstance(before, list) else (before, after)
-        print(f"  {key}: {shown[0]} -> {shown[1]}" + ("   LEAK" if key in result["leaks"] else ""))
+        stray = ""
+        if key == "containers" and before is not None:  # what the leak is judged on (see _run)
+            stray = (f" (not held by the pool: {stray_containers(result['before'])} -> "
+                     f"{stray_containers(result['after'])})")
+        print(f"  {key}: {shown[0]} -> {shown[1]}{stray}" + ("   LEAK" if key in result["leaks"] else ""))
     if result["allowed"]:
         print(f"  what the warm pool may move with nothing leaked: {result['allowed']}")
     print(f"[leak_check] {result['episodes']} episodes, {result['programs']} programs on {result['backend']} in "
