@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,20 +36,20 @@ CANDIDATE_SCHEMES: tuple[str, ...] = ("propose_verify", "author_fixer")
 """Schemes whose code authors each write the whole entry point (the only ones a turn-1 candidate can be run for)."""
 NOT_AUTHORS: frozenset[str] = frozenset({"tester", "verifier"})
 """Team roles that write no candidate."""
+SAMPLING: dict[str, float] = {"temperature": 0.7, "top_p": 0.95}
+"""The study's sampling, which every prompt is sampled with."""
 
 
 def paired_difference(role: Sequence[float], solo: Sequence[float]) -> dict[str, float | None]:
-    """Mean of ``role - solo`` over tasks, its 95 % CI and the paired t-test's p (None when every difference is the
-    same: no spread, no test)."""
-    from scipy import stats
+    """Mean of ``role - solo`` over tasks, its 95 % CI and the paired t-test's p: the study's test
+    (:func:`~llm_marl_benchmarks.study.stats.compare`), with None for the CI and p when every difference is the same
+    (no spread, no test) so the JSON holds no NaN."""
+    from llm_marl_benchmarks.study.stats import compare
 
-    differences = [r - s for r, s in zip(role, solo, strict=True)]
-    mean = statistics.fmean(differences)
-    if len(differences) < 2 or len(set(differences)) < 2:
-        return {"mean": mean, "ci_low": None, "ci_high": None, "p": None}
-    test = stats.ttest_rel(role, solo)
-    interval = test.confidence_interval(0.95)
-    return {"mean": mean, "ci_low": float(interval.low), "ci_high": float(interval.high), "p": float(test.pvalue)}
+    test = compare(role, solo, paired=True)
+    if math.isnan(test.p):
+        return {"mean": test.diff, "ci_low": None, "ci_high": None, "p": None}
+    return {"mean": test.diff, "ci_low": test.diff_ci_low, "ci_high": test.diff_ci_high, "p": test.p}
 
 
 def run(*, scheme: str, team_size: int, tasks: int, samples: int, executor: str = "auto", max_new_tokens: int | None
@@ -57,6 +57,7 @@ def run(*, scheme: str, team_size: int, tasks: int, samples: int, executor: str 
     """Sample and score every prompt (see the module docstring); returns per-task figures and the summary."""
     from llm_marl_baselines.policies import make_policy
     from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
+    from llm_marl_benchmarks.progress import Progress
     from llm_marl_benchmarks.study.best_of_n import candidate_program
     from llm_marl_envs import coding_v0
     from llm_marl_envs.envs.coding.selection import visible_test_runner
@@ -78,13 +79,13 @@ def run(*, scheme: str, team_size: int, tasks: int, samples: int, executor: str 
           f"scheme {scheme}, team of {team_size}) x {samples} samples, {new_tokens} new tokens, executor "
           f"{solo.executor.backend}", flush=True)
     per_task: list[dict[str, Any]] = []
-    started = time.perf_counter()
+    progress = Progress(len(task_ids), "task", tag="role_prompts")
     for index, task_id in enumerate(task_ids):
         row: dict[str, Any] = {"task": task_id}
         for name, env, agent in prompts:
             env.reset(seed=index, options={"task_id": task_id})
             request = ActionRequest.from_messages(agent, env.chat_messages(agent))
-            settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=new_tokens, seed=index)
+            settings = GenerationSettings(**SAMPLING, max_new_tokens=new_tokens, seed=index)
             replies = policy.act([request] * samples, settings)
             visible = list(env.task["visible_tests"])
             passed = visible_test_runner(env.executor, visible)([candidate_program(env, agent, r) for r in replies])
@@ -92,12 +93,10 @@ def run(*, scheme: str, team_size: int, tasks: int, samples: int, executor: str 
             row[name] = {"all_visible": statistics.fmean(int(total > 0 and p == total) for p in passed),
                          "visible_share": statistics.fmean(p / total if total else 0.0 for p in passed)}
         per_task.append(row)
-        elapsed = time.perf_counter() - started
-        eta = elapsed / (index + 1) * (len(task_ids) - index - 1)
         shown = ", ".join(f"{name} {statistics.fmean(r[name]['all_visible'] for r in per_task):.3f}"
                           for name, _, _ in prompts)
-        print(f"[role_prompts] {index + 1}/{len(task_ids)} {task_id}: all visible passed so far {shown} · "
-              f"{elapsed:.0f} s, ETA {eta:.0f} s", flush=True)
+        progress.advance(event=task_id, detail=f": all visible passed so far {shown}")
+    progress.close()
     summary: dict[str, Any] = {}
     for name, _, _ in prompts:
         figures: dict[str, Any] = {}
@@ -109,8 +108,8 @@ def run(*, scheme: str, team_size: int, tasks: int, samples: int, executor: str 
         summary[name] = figures
     return {"scheme": scheme, "team_size": team_size, "tasks": len(per_task), "samples": samples,
             "max_new_tokens": new_tokens, "split": "train", "executor": solo.executor.backend,
-            "sampling": {"temperature": 0.7, "top_p": 0.95}, "summary": summary, "per_task": per_task,
-            "wall_s": time.perf_counter() - started}
+            "sampling": SAMPLING, "summary": summary, "per_task": per_task,
+            "wall_s": progress.clock() - progress.start}
 
 
 def _shown(difference: dict[str, float | None]) -> str:
