@@ -2,7 +2,7 @@
 
 The rows come from two study folders played with one design (split, seed, pairs, scheme; the trained condition
 needs the team's run folder, so it ran on its own with the same design): ``SIZE/base/`` (untrained, single,
-single_best_of_n) and ``SIZE/trained/``. Pairs are (task, seed). ``python paired.py 2`` prints each comparison with
+single_best_of_n) and ``SIZE/trained/``, or one folder holding all four (``2-turn1/study``). Pairs are (task, seed). ``python paired.py 2`` prints each comparison with
 its 95 % CI and p, and writes ``SIZE/paired.json``; ``python paired.py 2-40 2-40-seed2`` pools the folders' pairs
 and writes ``pooled.json``.
 """
@@ -27,7 +27,7 @@ def load(folder: Path) -> list[dict]:
 def main(sizes: list[str]) -> None:
     by_condition: dict[str, dict] = {c: {} for c in CONDITIONS}
     for size in sizes:
-        for folder in ("base", "trained"):
+        for folder in ("base", "trained", "."):
             for row in load(ROOT / size / folder):
                 if row["condition"] in by_condition:
                     by_condition[row["condition"]][(row["task"], row["seed"])] = row
