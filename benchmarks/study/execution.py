@@ -329,6 +329,11 @@ def episode_row(
     ``candidates_per_turn``: the candidates the agent sampled a turn (1 but for ``single_best_of_n``), and for a
     best-of-n episode ``selections``: per turn, the visible tests each candidate passed and the one sent.
 
+    ``turn_tests`` (coding): per turn, the tests the team's program passed then (``visible``, ``held_out``) and, in
+    the candidate schemes, each candidate's (``candidates``: ``{agent: [visible, held_out]}``) and the one
+    ``selected``; it shows whether a later turn's program was better or worse than an earlier one's (a figure's
+    episode dynamics, not its outcome: the outcome is the last turn's). ``None`` for an env without tests.
+
     The three consistency columns: ``consistency_similarity`` is the mean pairwise similarity of the agents' final
     contributions (MiniLM cosine clipped to [0, 1] with the default backend: the seeds' resemblance measure),
     ``consistency_contribution`` the env's counterfactual consistency (what the reward pays), ``duplication`` the
@@ -395,9 +400,29 @@ def episode_row(
                          "visible_passed": list(step.generation.visible_passed)}
                         for step in trajectory.steps if isinstance(step.generation, BestOfNReply)]
                        if planned.candidates > 1 else None),
+        "turn_tests": turn_tests(trajectory.steps),
         "dtype": (precision or NO_PRECISION).get("dtype"),
         "device": (precision or NO_PRECISION).get("device"),
     }
+
+
+def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
+    """Per turn, the tests the team's program (and each candidate) passed after it: the ``turn_tests`` column of
+    :func:`episode_row`. Every agent's step of a turn carries the same assessment; the first is read."""
+    trace: dict[int, dict[str, Any]] = {}
+    for step in steps:
+        details = step.info.get("details", {}) if isinstance(step.info, Mapping) else {}
+        tests = details.get("tests")
+        if step.turn in trace or not isinstance(tests, Mapping) or "held_out_passed" not in tests:
+            continue
+        row: dict[str, Any] = {"turn": step.turn, "visible": tests["visible_passed"],
+                               "held_out": tests["held_out_passed"]}
+        candidates = details.get("candidates")
+        if isinstance(candidates, Mapping):
+            row["candidates"] = {a: [c["visible_passed"], c["held_out_passed"]] for a, c in candidates.items()}
+            row["selected"] = details.get("selected")
+        trace[step.turn] = row
+    return [trace[t] for t in sorted(trace)] or None
 
 
 def token_counts(steps: Sequence[Any]) -> tuple[int | None, int | None]:

@@ -144,6 +144,11 @@ def test_single_best_of_n_plays_beside_single_with_the_team_size_as_n(monkeypatc
         assert len(best["selections"][0]["visible_passed"]) == size
         assert best["end_reason"] == "solved" and best["pass_rate"] == 1.0 and best["turns"] == 1
         assert single["pass_rate"] == 0.0 and single["selections"] is None and single["end_reason"] != "solved"
+        # The per-turn trace: the best-of-n agent's one turn passed every test, the single agent's none on any.
+        (turn,) = best["turn_tests"]
+        assert turn["turn"] == 1 and turn["held_out"] > 0 and turn["visible"] > 0 and "candidates" not in turn
+        assert [t["turn"] for t in single["turn_tests"]] == list(range(1, single["turns"] + 1))
+        assert all(t["held_out"] == 0 for t in single["turn_tests"])
         assert best["num_agents"] == single["num_agents"] == 1 and best["turn_budget"] == single["turn_budget"]
         # Tokens of the n candidates: 10 + 30 (+ 20): all are compute, the longest is the turn's latency.
         assert best["completion_tokens"] == sum([10, 30, 20][:size])
@@ -164,3 +169,22 @@ def test_a_best_of_n_step_counts_every_candidate():
 def test_best_of_n_needs_at_least_two_candidates():
     with pytest.raises(ValueError, match="n >= 2"):
         BestOfN(lambda requests: [], {0: 1}, coding_chooser([]))
+
+
+def test_turn_tests_trace_each_turns_program_and_candidates():
+    """The study row's ``turn_tests``: per turn, the team's program's tests and each candidate's. A propose_verify
+    pair whose coder_1 writes a candidate passing 2 of 3 visible tests, then replaces it with one passing none: the
+    trace shows the drop the final row alone hides."""
+    script = {("coder_1", 1): ZERO, ("coder_2", 1): NONE, ("coder_1", 2): NONE, ("coder_2", 2): NONE}
+
+    def policy(requests: list[Any]) -> list[str]:
+        return [script[(r.agent, min(r.turn, 2))] for r in requests]
+
+    env = make_env("coding", num_agents=2, max_turns=2, scheme="propose_verify", **CODING)
+    (episode,) = rollout.run_episodes([env], policy, seeds=[0], options=[{"task_id": "LME/0"}])
+    trace = execution.turn_tests(episode.steps)
+    assert [t["turn"] for t in trace] == [1, 2]
+    assert trace[0]["visible"] == 2 and trace[0]["selected"] == "coder_1"
+    assert trace[0]["candidates"]["coder_1"][0] == 2 and trace[0]["candidates"]["coder_2"] == [0, 0]
+    assert trace[1]["visible"] == 0 and trace[1]["candidates"]["coder_1"][0] == 0
+    assert execution.turn_tests([]) is None

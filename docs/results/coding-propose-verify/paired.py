@@ -1,10 +1,10 @@
 """Paired held-out comparison of a trained coding team with its untrained team, one agent and one agent's best of n.
 
-The rows come from two study folders played with one design (split, seed, pairs, scheme; the trained condition
-needs the team's run folder, so it ran on its own with the same design): ``SIZE/base/`` (untrained, single,
-single_best_of_n) and ``SIZE/trained/``, or one folder holding all four (``2-turn1/study``). Pairs are (task, seed). ``python paired.py 2`` prints each comparison with
-its 95 % CI and p, and writes ``SIZE/paired.json``; ``python paired.py 2-40 2-40-seed2`` pools the folders' pairs
-and writes ``pooled.json``.
+The rows come from study folders played with one design (split, seed, pairs, scheme): ``SIZE/base/`` (untrained,
+single, single_best_of_n) and ``SIZE/trained/`` (the trained condition needs the team's run folder, so it ran on its
+own with the same design), or one folder holding all four (``2-turn1/study``). Pairs are (task, seed).
+``python paired.py 2`` prints each comparison with its 95 % CI and p, and writes ``SIZE/paired.json``;
+``python paired.py 2-40 2-40-seed2`` pools the folders' pairs and writes ``pooled.json``.
 """
 
 import dataclasses
