@@ -4,11 +4,13 @@ The rows come from study folders played with one design (split, seed, pairs, sch
 single, single_best_of_n) and ``SIZE/trained/`` (the trained condition needs the team's run folder, so it ran on its
 own with the same design), or one folder holding all four (``2-turn1/study``). Pairs are (task, seed).
 ``python paired.py 2`` prints each comparison with its 95 % CI and p, and writes ``SIZE/paired.json``;
-``python paired.py 2-40 2-40-seed2`` pools the folders' pairs and writes ``pooled.json``.
+``python paired.py 2-40 2-40-seed2`` pools the folders' pairs and writes ``pooled.json`` in the folder that holds
+them (here, this one; ``2-turn1/pooled.json`` for ``2-turn1/study 2-turn1/study-seed6``).
 """
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -60,7 +62,8 @@ def main(sizes: list[str]) -> None:
                 figures["comparisons"][name] = dataclasses.asdict(result)
                 print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
                       f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
-    target = ROOT / sizes[0] / "paired.json" if len(sizes) == 1 else ROOT / "pooled.json"
+    # One folder: its paired.json; several: pooled.json in the folder that holds them all.
+    target = ROOT / sizes[0] / "paired.json" if len(sizes) == 1 else ROOT / os.path.commonpath(sizes) / "pooled.json"
     target.write_text(json.dumps(figures, indent=2) + "\n")
 
 
