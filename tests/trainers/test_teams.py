@@ -122,14 +122,16 @@ def test_teams_list_names_each_shipped_team_and_a_coding_teams_scheme(capsys: py
 @pytest.mark.parametrize("recipe", sorted((ROOT / "recipes").glob("*.yaml")), ids=lambda path: path.stem)
 def test_every_recipe_is_a_valid_config_named_after_its_team(recipe: Path) -> None:
     """``recipes/<env>-<size>.yaml`` trains that team: the file validates as a trainer config (every option known, every
-    value in range) and names the env and the team size of its file name; it trains at the study's sampling."""
+    value in range) and names the env and the team size of its file name; it trains at the study's sampling, either on
+    the study's 4 turns (trees branching at one turn) or on the first turn alone (``coding-2``: one-turn trees, every
+    completion a first reply)."""
     from llm_marl_trainers.config import TrainerConfig
 
     config = TrainerConfig.from_yaml(recipe)
     env, size = recipe.stem.rsplit("-", 1)
     assert (config.env, config.num_agents) == (env, int(size))
-    assert (config.temperature, config.top_p) == (0.7, 0.95) and config.branching == "one_turn"
-    assert config.env_kwargs["max_turns"] == 4
+    assert (config.temperature, config.top_p) == (0.7, 0.95)
+    assert (config.branching, config.env_kwargs["max_turns"]) in {("one_turn", 4), ("full", 1)}
 
 
 @pytest.mark.model
