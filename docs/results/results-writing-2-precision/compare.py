@@ -1,0 +1,37 @@
+"""The shipped writing-2 team against its untrained team in each precision, paired by (task, seed).
+
+``python compare.py`` reads ``bfloat16/episodes.jsonl`` and ``float32/episodes.jsonl`` (and the README table's own log,
+``../results-writing-2/episodes.jsonl``, whose rows predate the dtype column) and prints, per log and metric, the two
+means, the paired difference with its 95 % CI and p (the study's own test, ``study.stats.compare``).
+"""
+
+import json
+from pathlib import Path
+
+from llm_marl_benchmarks.study.stats import compare
+
+HERE = Path(__file__).resolve().parent
+LOGS = {"README table (dtype not logged)": HERE.parent / "results-writing-2", "bfloat16": HERE / "bfloat16",
+        "float32": HERE / "float32"}
+METRICS = ("team_return", "quality", "turns", "critical_path_tokens")
+
+
+def main() -> None:
+    print("| log | metric | trained | untrained | difference [95 % CI] | p |")
+    print("|---|---|---|---|---|---|")
+    for name, folder in LOGS.items():
+        rows: dict[str, dict] = {"trained": {}, "untrained": {}}
+        for line in (folder / "episodes.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if row["condition"] in rows:
+                rows[row["condition"]][(row["task"], row["seed"])] = row
+        keys = sorted(set(rows["trained"]) & set(rows["untrained"]))
+        for metric in METRICS:
+            r = compare([rows["trained"][k][metric] for k in keys], [rows["untrained"][k][metric] for k in keys],
+                        paired=True)
+            print(f"| {name} ({len(keys)} pairs) | {metric} | {r.mean_a:.3f} | {r.mean_b:.3f} | "
+                  f"{r.diff:+.3f} [{r.diff_ci_low:+.3f}, {r.diff_ci_high:+.3f}] | {r.p:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
