@@ -411,7 +411,7 @@ def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
     :func:`episode_row`. Every agent's step of a turn carries the same assessment; the first is read."""
     trace: dict[int, dict[str, Any]] = {}
     for step in steps:
-        details = step.info.get("details", {}) if isinstance(step.info, Mapping) else {}
+        details = step.info.get("details", {})
         tests = details.get("tests")
         if step.turn in trace or not isinstance(tests, Mapping) or "held_out_passed" not in tests:
             continue

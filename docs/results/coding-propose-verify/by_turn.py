@@ -8,15 +8,14 @@ between candidates that differ on the held-out ones (``final ties``; the rule th
 them where a tied candidate passed more held-out tests than the one kept (``tie lost``).
 """
 
-import json
 import sys
 from collections import defaultdict
-from pathlib import Path
+
+from paired import ROOT, load  # the sibling script's reader of a study folder's episode log
 
 
 def main(folder: str) -> None:
-    path = Path(__file__).resolve().parent / folder / "episodes.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = load(ROOT / folder)
     stats: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         trace = row.get("turn_tests")
