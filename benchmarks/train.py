@@ -223,6 +223,10 @@ def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = N
     print(f"[train] one step: {plan.describe()}; G = {config.num_generations} ({config.joint_mode}), "
           f"{config.max_completion_length} new tokens at most, {base_dtype(config.dtype, device)} base on {device}",
           file=stream, flush=True)
+    if trainer.warm_started:
+        fresh = [agent for agent in trainer.agents if agent not in trainer.warm_started]
+        print(f"[train] warm start from {config.init_team}: {', '.join(trainer.warm_started)}; "
+              f"fresh: {', '.join(fresh) or 'none'}", file=stream, flush=True)
     if not estimate:
         return
     print(estimate_line(estimate_step(trainer, plan), plan, config.steps - trainer.step), file=stream, flush=True)

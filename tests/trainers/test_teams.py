@@ -124,14 +124,21 @@ def test_every_recipe_is_a_valid_config_named_after_its_team(recipe: Path) -> No
     """``recipes/<env>-<size>.yaml`` trains that team: the file validates as a trainer config (every option known, every
     value in range) and names the env and the team size of its file name; it trains at the study's sampling, either on
     the study's 4 turns (trees branching at one turn) or on the first turn alone (``coding-2``: one-turn trees, every
-    completion a first reply)."""
+    completion a first reply, as ``coding-2`` and ``coding-3``). A recipe that warm-starts (``init_team``) names a
+    shipped team with at least one of its agents among the roles."""
+    from llm_marl_envs.registry import make_env
     from llm_marl_trainers.config import TrainerConfig
+    from llm_marl_trainers.magrpo import warm_start_adapters
 
     config = TrainerConfig.from_yaml(recipe)
     env, size = recipe.stem.rsplit("-", 1)
     assert (config.env, config.num_agents) == (env, int(size))
     assert (config.temperature, config.top_p) == (0.7, 0.95)
     assert (config.branching, config.env_kwargs["max_turns"]) in {("one_turn", 4), ("full", 1)}
+    if config.init_team is not None:
+        assert config.init_team.startswith("builtin:")
+        agents = make_env(env, num_agents=int(size), **{**config.env_kwargs, "similarity": "tfidf"}).possible_agents
+        assert set(warm_start_adapters(config, agents)) <= set(agents)
 
 
 @pytest.mark.model

@@ -476,3 +476,51 @@ def test_a_heterogeneous_team_trains_one_base_per_agent_from_the_config(
         MAGRPOTrainer(_config(tmp_path / "bad", model={"someone": str(model_dir)}), env_factory=LetterEnv)
     with pytest.raises(ValueError, match=r"model\['writer_1'\]: no model folder at"):
         TrainerConfig(model={AGENTS[0]: "default", AGENTS[1]: str(tmp_path / "missing")})
+
+
+def test_a_warm_start_begins_from_the_named_roles_and_the_rest_fresh(tmp_path: Path, model_dir: Path) -> None:
+    """``init_team``: an agent whose name is a role of the given team starts from that role's adapter, to the bit;
+    the others start as a fresh run's do; a resume reads the checkpoint, not the team; a team that names no agent,
+    has another base or another LoRA shape is refused before training."""
+    from llm_marl_baselines.policies.adapters import save_team
+    from llm_marl_trainers.magrpo import warm_start_adapters
+
+    first = MAGRPOTrainer(_config(tmp_path / "first", model=str(model_dir), steps=2), env_factory=LetterEnv)
+    first.train()
+    team_dir = tmp_path / "team"  # a one-role team: writer_0 of the first run
+    save_team(team_dir, first.team.model_of(AGENTS[0]), env="writing_v0", roles=[AGENTS[0]],
+              base_model=str(model_dir.resolve()))
+    trained = _adapter_state(first)
+
+    config = _config(tmp_path / "warm", model=str(model_dir), steps=1, seed=1, init_team=str(team_dir))
+    warm = MAGRPOTrainer(config, env_factory=LetterEnv)
+    fresh = MAGRPOTrainer(config.replace(init_team=None, output_dir=str(tmp_path / "fresh")), env_factory=LetterEnv)
+    assert warm.warm_started == {AGENTS[0]: team_dir / "adapters" / AGENTS[0]} and fresh.warm_started == {}
+    start, fresh_start = _adapter_state(warm), _adapter_state(fresh)
+    assert all(torch.equal(a, b) for a, b in zip(start[AGENTS[0]], trained[AGENTS[0]], strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(start[AGENTS[0]], fresh_start[AGENTS[0]], strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(start[AGENTS[1]], fresh_start[AGENTS[1]], strict=True))
+    warm.train()
+    resumed = MAGRPOTrainer.resume(tmp_path / "warm" / "run", env_factory=LetterEnv, steps=2)
+    assert resumed.warm_started == {} and _same(_adapter_state(resumed), _adapter_state(warm))
+
+    nobody = tmp_path / "nobody"
+    save_team(nobody, first.team.model_of(AGENTS[0]), env="writing_v0", roles=["critic"],
+              adapter_names={"critic": AGENTS[0]}, base_model=str(model_dir.resolve()))
+    with pytest.raises(ValueError, match=r"roles \['critic'\] and this run's agents are .* no agent would start"):
+        MAGRPOTrainer(config.replace(init_team=str(nobody)), env_factory=LetterEnv)
+    with pytest.raises(ValueError, match="a warm start needs the same base model"):
+        MAGRPOTrainer(config.replace(model="default"), env_factory=LetterEnv)
+    with pytest.raises(ValueError, match=r"r is 8, but 'writer_0'.s adapter has 4: a warm start needs the same LoRA"):
+        MAGRPOTrainer(config.replace(lora_r=4), env_factory=LetterEnv)
+    with pytest.raises(ValueError, match="no team directory at"):
+        MAGRPOTrainer(config.replace(init_team=str(tmp_path / "missing")), env_factory=LetterEnv)
+    with pytest.raises(ValueError, match=r"no shipped team for coding with 5 agents; shipped: .*coding with 2"):
+        warm_start_adapters(config.replace(init_team="builtin:coding-5"), AGENTS)
+    with pytest.raises(ValueError, match=r"expected 'builtin:<env>-<size>'"):
+        warm_start_adapters(config.replace(init_team="builtin:coding"), AGENTS)
+    with pytest.raises(TypeError, match="init_team: expected null, a team directory"):
+        TrainerConfig(init_team=7)
+    # The shipped coding-2's coders warm-start a team of 3; its tester starts fresh.
+    shipped = TrainerConfig(env="coding", num_agents=3, init_team="builtin:coding-2")
+    assert sorted(warm_start_adapters(shipped, ["coder_1", "coder_2", "tester"])) == ["coder_1", "coder_2"]
