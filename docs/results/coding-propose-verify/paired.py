@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from llm_marl_benchmarks.study.stats import compare
+from llm_marl_benchmarks.study.report import compare_pair, read_episodes
 
 ROOT = Path(__file__).resolve().parent  # the study folders beside this script
 CONDITIONS = ("trained", "untrained", "single", "single_best_of_n")
@@ -22,8 +22,9 @@ METRICS = ("pass_rate", "success", "turns", "critical_path_tokens", "completion_
 
 
 def load(folder: Path) -> list[dict]:
+    """The study log's episodes in ``folder`` (none when it holds no log), read as the study reads them."""
     path = folder / "episodes.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")] if path.exists() else []
+    return [dict(row) for row in read_episodes(path).rows] if path.exists() else []
 
 
 def main(sizes: list[str]) -> None:
@@ -54,10 +55,10 @@ def main(sizes: list[str]) -> None:
         for other in ("untrained", "single", "single_best_of_n"):
             if team == other or not by_condition[team] or not by_condition[other]:
                 continue
-            keys = sorted(set(by_condition[team]) & set(by_condition[other]))
+            rows = [*by_condition[team].values(), *by_condition[other].values()]
             for metric in ("pass_rate", "critical_path_tokens"):
-                result = compare([by_condition[team][k][metric] for k in keys],
-                                 [by_condition[other][k][metric] for k in keys], paired=True)
+                # The study's own test: paired by task and seed when every episode has its partner, else Welch.
+                result = compare_pair(rows, team, other, metric, "coding")
                 name = f"{team} - {other}: {metric}"
                 figures["comparisons"][name] = dataclasses.asdict(result)
                 print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "

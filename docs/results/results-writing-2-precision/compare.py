@@ -2,13 +2,12 @@
 
 ``python compare.py`` reads ``bfloat16/episodes.jsonl`` and ``float32/episodes.jsonl`` (and the README table's own log,
 ``../results-writing-2/episodes.jsonl``, whose rows predate the dtype column) and prints, per log and metric, the two
-means, the paired difference with its 95 % CI and p (the study's own test, ``study.stats.compare``).
+means, the paired difference with its 95 % CI and p (the study's own reader and test, ``study.report``).
 """
 
-import json
 from pathlib import Path
 
-from llm_marl_benchmarks.study.stats import compare
+from llm_marl_benchmarks.study.report import compare_pair, read_episodes
 
 HERE = Path(__file__).resolve().parent
 LOGS = {"README table (dtype not logged)": HERE.parent / "results-writing-2", "bfloat16": HERE / "bfloat16",
@@ -20,16 +19,10 @@ def main() -> None:
     print("| log | metric | trained | untrained | difference [95 % CI] | p |")
     print("|---|---|---|---|---|---|")
     for name, folder in LOGS.items():
-        rows: dict[str, dict] = {"trained": {}, "untrained": {}}
-        for line in (folder / "episodes.jsonl").read_text().splitlines():
-            row = json.loads(line)
-            if row["condition"] in rows:
-                rows[row["condition"]][(row["task"], row["seed"])] = row
-        keys = sorted(set(rows["trained"]) & set(rows["untrained"]))
+        rows = read_episodes(folder / "episodes.jsonl").rows
         for metric in METRICS:
-            r = compare([rows["trained"][k][metric] for k in keys], [rows["untrained"][k][metric] for k in keys],
-                        paired=True)
-            print(f"| {name} ({len(keys)} pairs) | {metric} | {r.mean_a:.3f} | {r.mean_b:.3f} | "
+            r = compare_pair(rows, "trained", "untrained", metric, "writing")
+            print(f"| {name} ({r.n_a} pairs) | {metric} | {r.mean_a:.3f} | {r.mean_b:.3f} | "
                   f"{r.diff:+.3f} [{r.diff_ci_low:+.3f}, {r.diff_ci_high:+.3f}] | {r.p:.3f} |")
 
 
