@@ -31,9 +31,10 @@ BUILTIN = "builtin"
 RUN_FILES: tuple[str, ...] = ("metrics.jsonl", "untrained.jsonl", "curve.png")
 """What a shipped team carries of its training run besides the team itself."""
 
-_DROPPED_ENV_KWARGS: tuple[str, ...] = ("split",)
-"""Env arguments of training that say nothing about how the team plays (it trained on the train split; where it
-plays is the caller's choice)."""
+_DROPPED_ENV_KWARGS: tuple[str, ...] = ("split", "max_turns")
+"""Env arguments of training that say nothing about how the team plays: it trained on the train split, and a turn-1
+recipe (``max_turns: 1``, e.g. ``recipes/coding-2.yaml``) trains only the first reply of a team that plays the env's
+turns; where and how many turns it plays is the caller's choice (the env's default: 4)."""
 
 
 def teams_root() -> Path:

@@ -72,7 +72,8 @@ def test_shipping_writes_a_float16_team_that_loads_and_plays(run_dir: Path, tmp_
     recipe = ROOT / "recipes" / "writing-2.yaml"
     target = ship_team(run_dir, tmp_path / "writing-2", recipe)
     manifest = load_team_manifest(target)
-    assert manifest.env_name == "writing" and "split" not in manifest.env_kwargs  # where to play is the caller's
+    assert manifest.env_name == "writing" and load_team_manifest(run_dir).env_kwargs["max_turns"] == 1
+    assert manifest.env_kwargs == {"similarity": "tfidf"}  # where and how many turns to play: the caller's choice
     assert (target / "recipe.yaml").read_text() == recipe.read_text()
     assert (target / "metrics.jsonl").read_text() == (run_dir / "metrics.jsonl").read_text()
     for role, folder in manifest.roles.items():
