@@ -108,7 +108,7 @@ def test_the_printed_plan_names_the_dtype_and_device_that_run(dtype: str, expect
 
     config = TrainerConfig(env="writing", num_agents=2, num_generations=4, dtype=dtype)
     trainer = SimpleNamespace(config=config, agents=["concise", "detailed"], step=0, output=Path("run"),
-                              envs=[SimpleNamespace(max_turns=2)],
+                              envs=[SimpleNamespace(max_turns=2)], warm_started={},
                               parallel=SimpleNamespace(enabled=False, world_size=1, device="auto"))
     stream = io.StringIO()
     print_plan(trainer, estimate=False, stream=stream)
@@ -116,3 +116,10 @@ def test_the_printed_plan_names_the_dtype_and_device_that_run(dtype: str, expect
     if expected is None:
         expected = "bfloat16" if gpu and torch.cuda.is_bf16_supported() else "float32"
     assert f"new tokens at most, {expected} base on {'cuda' if gpu else 'cpu'}\n" in stream.getvalue()
+    assert "warm start" not in stream.getvalue()
+    # A warm-started run says which agents start from the team and which fresh.
+    trainer.config = config.replace(init_team="builtin:writing-2")
+    trainer.warm_started = {"concise": Path("team/adapters/concise")}
+    stream = io.StringIO()
+    print_plan(trainer, estimate=False, stream=stream)
+    assert "[train] warm start from builtin:writing-2: concise; fresh: detailed\n" in stream.getvalue()
