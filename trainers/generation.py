@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import shutil
 import tempfile
@@ -379,19 +378,19 @@ class TeamModel:
         if agent not in self.agents:
             raise ValueError(f"agent: expected one of {list(self.agents)}, got {agent!r}")
         folder = Path(folder)
-        config_path = folder / "adapter_config.json"
-        if not config_path.is_file():
+        if not (folder / "adapter_config.json").is_file():
             raise FileNotFoundError(f"{folder}: expected a peft adapter (adapter_config.json missing)")
-        saved = json.loads(config_path.read_text(encoding="utf-8"))
+        saved = peft.PeftConfig.from_pretrained(str(folder))
         model = self._group(agent).model
         own = model.peft_config[agent]
         for key in ("r", "lora_alpha"):
-            if saved.get(key) != getattr(own, key):
-                raise ValueError(f"{folder}: {key} is {saved.get(key)!r}, but {agent!r}'s adapter has "
+            if getattr(saved, key, None) != getattr(own, key):
+                raise ValueError(f"{folder}: {key} is {getattr(saved, key, None)!r}, but {agent!r}'s adapter has "
                                  f"{getattr(own, key)!r}: a warm start needs the same LoRA shape")
-        if sorted(saved.get("target_modules") or []) != sorted(own.target_modules or []):
-            raise ValueError(f"{folder}: target_modules {saved.get('target_modules')!r}, but {agent!r}'s adapter "
-                             f"targets {sorted(own.target_modules or [])}: a warm start needs the same LoRA shape")
+        if sorted(getattr(saved, "target_modules", None) or []) != sorted(own.target_modules or []):
+            raise ValueError(f"{folder}: target_modules {sorted(getattr(saved, 'target_modules', None) or [])}, but "
+                             f"{agent!r}'s adapter targets {sorted(own.target_modules or [])}: a warm start needs "
+                             f"the same LoRA shape")
         weights = load_peft_weights(str(folder), device="cpu")
         parameters = _adapter_parameters(model, agent)
         if len(weights) != len(parameters):

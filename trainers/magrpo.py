@@ -482,13 +482,12 @@ def model_sources(config: TrainerConfig, agents: Sequence[str]) -> str | dict[st
 def init_team_dir(value: str) -> Path:
     """The team directory ``TrainerConfig.init_team`` names: ``builtin:<env>-<size>`` (a shipped team) or a folder."""
     if value.startswith("builtin:"):
-        from llm_marl_baselines.teams import builtin_team_dir
+        from llm_marl_baselines.teams import builtin_team_named
 
-        name = value.removeprefix("builtin:")
-        env, _, size = name.rpartition("-")
-        if not env or not size.isdigit():
-            raise ValueError(f"init_team: expected 'builtin:<env>-<size>' (e.g. 'builtin:coding-2'), got {value!r}")
-        return builtin_team_dir(env, int(size))
+        try:
+            return builtin_team_named(value.removeprefix("builtin:"))
+        except ValueError as error:
+            raise ValueError(f"init_team {value!r}: {error}") from None
     folder = Path(value)
     if not folder.is_dir():
         raise ValueError(f"init_team: no team directory at {value!r} (a shipped team: 'builtin:<env>-<size>', "

@@ -47,6 +47,14 @@ def team_name(env: str, num_agents: int) -> str:
     return f"{canonical_name(env)}-{num_agents}"
 
 
+def builtin_team_named(name: str) -> Path:
+    """The team directory of the shipped team called ``name``, as :func:`team_name` writes it (``coding-2``)."""
+    env, _, size = name.rpartition("-")
+    if not env or not size.isdigit():
+        raise ValueError(f"expected a shipped team's name, '<env>-<size>' (e.g. 'coding-2'), got {name!r}")
+    return builtin_team_dir(env, int(size))
+
+
 def builtin_teams() -> dict[tuple[str, int], Path]:
     """Every shipped team: ``{(env, team size): team directory}``."""
     found = {}

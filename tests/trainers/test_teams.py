@@ -124,9 +124,9 @@ def test_teams_list_names_each_shipped_team_and_a_coding_teams_scheme(capsys: py
 def test_every_recipe_is_a_valid_config_named_after_its_team(recipe: Path) -> None:
     """``recipes/<env>-<size>.yaml`` trains that team: the file validates as a trainer config (every option known, every
     value in range) and names the env and the team size of its file name; it trains at the study's sampling, either on
-    the study's 4 turns (trees branching at one turn) or on the first turn alone (``coding-2``: one-turn trees, every
-    completion a first reply, as ``coding-2`` and ``coding-3``). A recipe that warm-starts (``init_team``) names a
-    shipped team with at least one of its agents among the roles."""
+    the study's 4 turns (trees branching at one turn) or on the first turn alone (the coding recipes: one-turn trees,
+    every completion a first reply). A recipe that warm-starts (``init_team``) names a shipped team whose roles
+    include some of its agents (``warm_start_adapters`` raises otherwise)."""
     from llm_marl_envs.registry import make_env
     from llm_marl_trainers.config import TrainerConfig
     from llm_marl_trainers.magrpo import warm_start_adapters
@@ -139,7 +139,8 @@ def test_every_recipe_is_a_valid_config_named_after_its_team(recipe: Path) -> No
     if config.init_team is not None:
         assert config.init_team.startswith("builtin:")
         agents = make_env(env, num_agents=int(size), **{**config.env_kwargs, "similarity": "tfidf"}).possible_agents
-        assert set(warm_start_adapters(config, agents)) <= set(agents)
+        warm = warm_start_adapters(config, agents)
+        assert warm and all(folder.is_dir() for folder in warm.values())
 
 
 @pytest.mark.model

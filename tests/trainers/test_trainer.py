@@ -515,9 +515,11 @@ def test_a_warm_start_begins_from_the_named_roles_and_the_rest_fresh(tmp_path: P
         MAGRPOTrainer(config.replace(lora_r=4), env_factory=LetterEnv)
     with pytest.raises(ValueError, match="no team directory at"):
         MAGRPOTrainer(config.replace(init_team=str(tmp_path / "missing")), env_factory=LetterEnv)
-    with pytest.raises(ValueError, match=r"no shipped team for coding with 5 agents; shipped: .*coding with 2"):
+    with pytest.raises(ValueError, match=r"init_team 'builtin:coding-5': no shipped team for coding with 5 agents; "
+                                         r"shipped: .*coding with 2"):
         warm_start_adapters(config.replace(init_team="builtin:coding-5"), AGENTS)
-    with pytest.raises(ValueError, match=r"expected 'builtin:<env>-<size>'"):
+    with pytest.raises(ValueError, match=r"init_team 'builtin:coding': expected a shipped team's name, "
+                                         r"'<env>-<size>' \(e\.g\. 'coding-2'\), got 'coding'"):
         warm_start_adapters(config.replace(init_team="builtin:coding"), AGENTS)
     with pytest.raises(TypeError, match="init_team: expected null, a team directory"):
         TrainerConfig(init_team=7)
