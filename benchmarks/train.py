@@ -225,7 +225,8 @@ def print_plan(trainer: Any, *, estimate: bool = True, stream: TextIO | None = N
           file=stream, flush=True)
     if trainer.warm_started:
         fresh = [agent for agent in trainer.agents if agent not in trainer.warm_started]
-        print(f"[train] warm start from {config.init_team}: {', '.join(trainer.warm_started)}; "
+        digest = trainer.warm_start_record["adapters_sha256"]
+        print(f"[train] warm start from {config.init_team} (adapters {digest}): {', '.join(trainer.warm_started)}; "
               f"fresh: {', '.join(fresh) or 'none'}", file=stream, flush=True)
     if not estimate:
         return

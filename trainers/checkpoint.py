@@ -23,6 +23,7 @@ import random
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,15 @@ _NAME = re.compile(r"checkpoint-(\d+)$")
 def write_config(directory: Path, config: TrainerConfig) -> None:
     """``DIR/config.json``: the run's config (what ``--resume`` reads back)."""
     _atomic_text(directory / "config.json", json.dumps(config.to_dict(), indent=2))
+
+
+WARM_START_FILE = "warm_start.json"
+"""A warm-started run's record of the team it began from (:func:`llm_marl_trainers.magrpo.warm_start_record`)."""
+
+
+def write_warm_start(directory: Path, record: Mapping[str, Any]) -> None:
+    """``DIR/warm_start.json``: the team a warm-started run began from, with its adapters' digest."""
+    _atomic_text(directory / WARM_START_FILE, json.dumps(dict(record), indent=2))
 
 
 def read_config(directory: str | Path) -> TrainerConfig:

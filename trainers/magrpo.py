@@ -50,7 +50,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,9 @@ class MAGRPOTrainer:
         self.warm_started: dict[str, Path] = {}
         """``{agent: adapter folder}`` of the agents this run started from ``config.init_team`` (empty on a resume,
         where the checkpoint holds the adapters, and without one)."""
+        self.warm_start_record: dict[str, Any] | None = None
+        """What ``DIR/warm_start.json`` records of a warm start (:func:`warm_start_record`), None as ``warm_started``
+        is empty; the first ``train`` call writes it, and a resumed run keeps the file its first start wrote."""
         if team is None:
             warm = warm_start_adapters(config, self.agents)  # before the model loads: a bad init_team fails fast
             lora = LoraSettings(r=config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout)
@@ -131,6 +134,8 @@ class MAGRPOTrainer:
             for agent, folder in warm.items():
                 team.load_adapter_weights(agent, folder)
             self.warm_started = warm
+            if warm:
+                self.warm_start_record = warm_start_record(config.init_team, self.agents, warm)
             base_model = base_model or manifest_base_model(config)
         team.share_prefix = config.share_prefix  # the config decides how the team reads prompts, given team or not
         team.graph_decode = config.graph_decode
@@ -197,6 +202,8 @@ class MAGRPOTrainer:
         if main:
             self.output.mkdir(parents=True, exist_ok=True)
             checkpoint.write_config(self.output, self.config)
+            if self.warm_start_record is not None:
+                checkpoint.write_warm_start(self.output, self.warm_start_record)
         rows = []
         reporting = MetricsReporter(self.output, self.config, start_step=self.step) if main else None
         with reporting or contextlib.nullcontext() as reporter:
@@ -513,6 +520,19 @@ def warm_start_adapters(config: TrainerConfig, agents: Sequence[str]) -> dict[st
         raise ValueError(f"init_team: {folder} has roles {sorted(manifest.roles)} and this run's agents are "
                          f"{list(agents)}: no agent would start from it")
     return warm
+
+
+def warm_start_record(init_team: str, agents: Sequence[str], warm: Mapping[str, Path]) -> dict[str, Any]:
+    """What a run started from: ``init_team`` as the config names it, the team directory it resolved to, the digest
+    of that team's adapters (:func:`llm_marl_baselines.policies.adapters.adapters_digest`; ``builtin:coding-2`` names
+    whichever team ships under that name, so the name alone does not say which weights), and the agents that started
+    from it (agent -> adapter folder) and fresh."""
+    from llm_marl_baselines.policies.adapters import adapters_digest
+
+    folder = init_team_dir(init_team)
+    return {"init_team": init_team, "team_dir": str(folder.resolve()), "adapters_sha256": adapters_digest(folder),
+            "warm": {agent: str(path.resolve()) for agent, path in warm.items()},
+            "fresh": [agent for agent in agents if agent not in warm]}
 
 
 def manifest_base_model(config: TrainerConfig) -> str | None:

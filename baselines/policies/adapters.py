@@ -122,6 +122,21 @@ def load_team_manifest(team_dir: str | os.PathLike[str]) -> TeamManifest:
     )
 
 
+def adapters_digest(team_dir: str | os.PathLike[str]) -> str:
+    """The first 16 hex digits of a SHA-256 over ``team_dir/adapters/`` (every file's relative path and bytes, in
+    path order): two team directories with the same digest hold the same weights. Studies record it for each team
+    they play, and a warm-started run for the team it started from."""
+    import hashlib
+
+    team_dir = Path(team_dir)
+    digest = hashlib.sha256()
+    for path in sorted((team_dir / "adapters").rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(team_dir).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def save_team(
     team_dir: str | os.PathLike[str],
     peft_model: Any,

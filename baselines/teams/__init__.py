@@ -28,8 +28,9 @@ from llm_marl_envs.registry import ENV_NAMES, canonical_name
 BUILTIN = "builtin"
 """The name ``--adapters`` takes for the shipped teams."""
 
-RUN_FILES: tuple[str, ...] = ("metrics.jsonl", "untrained.jsonl", "curve.png")
-"""What a shipped team carries of its training run besides the team itself."""
+RUN_FILES: tuple[str, ...] = ("metrics.jsonl", "untrained.jsonl", "curve.png", "warm_start.json")
+"""What a shipped team carries of its training run besides the team itself (``warm_start.json``: the team a
+warm-started run began from, with its adapters' digest)."""
 
 _DROPPED_ENV_KWARGS: tuple[str, ...] = ("split", "max_turns")
 """Env arguments of training that say nothing about how the team plays: it trained on the train split, and a turn-1

@@ -526,15 +526,10 @@ def _shipped_recipe(env: str, size: int, design: StudyDesign) -> Path | None:
 
 def _team_fingerprint(directory: Path) -> dict[str, Any]:
     """The manifest and a digest of the adapter weights: a different team is a different study."""
-    import hashlib
+    from llm_marl_baselines.policies.adapters import adapters_digest
 
-    digest = hashlib.sha256()
-    for path in sorted((directory / "adapters").rglob("*")):
-        if path.is_file():
-            digest.update(path.relative_to(directory).as_posix().encode())
-            digest.update(path.read_bytes())
     return {"manifest": json.loads((directory / "team.json").read_text(encoding="utf-8")),
-            "adapters_sha256": digest.hexdigest()[:16]}
+            "adapters_sha256": adapters_digest(directory)}
 
 
 # ------------------------------------------------------------------------------------------------------- the rest

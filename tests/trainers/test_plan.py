@@ -108,7 +108,7 @@ def test_the_printed_plan_names_the_dtype_and_device_that_run(dtype: str, expect
 
     config = TrainerConfig(env="writing", num_agents=2, num_generations=4, dtype=dtype)
     trainer = SimpleNamespace(config=config, agents=["concise", "detailed"], step=0, output=Path("run"),
-                              envs=[SimpleNamespace(max_turns=2)], warm_started={},
+                              envs=[SimpleNamespace(max_turns=2)], warm_started={}, warm_start_record=None,
                               parallel=SimpleNamespace(enabled=False, world_size=1, device="auto"))
     stream = io.StringIO()
     print_plan(trainer, estimate=False, stream=stream)
@@ -120,6 +120,8 @@ def test_the_printed_plan_names_the_dtype_and_device_that_run(dtype: str, expect
     # A warm-started run says which agents start from the team and which fresh.
     trainer.config = config.replace(init_team="builtin:writing-2")
     trainer.warm_started = {"concise": Path("team/adapters/concise")}
+    trainer.warm_start_record = {"adapters_sha256": "0f1e2d3c4b5a6978"}
     stream = io.StringIO()
     print_plan(trainer, estimate=False, stream=stream)
-    assert "[train] warm start from builtin:writing-2: concise; fresh: detailed\n" in stream.getvalue()
+    assert ("[train] warm start from builtin:writing-2 (adapters 0f1e2d3c4b5a6978): concise; fresh: detailed\n"
+            in stream.getvalue())

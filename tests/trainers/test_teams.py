@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from llm_marl_baselines.teams import BUILTIN, builtin_team_dir, builtin_teams, s
 from llm_marl_benchmarks import cli
 from llm_marl_benchmarks.teams import curve_figures, running_mean
 from llm_marl_envs.registry import make_env
+from llm_marl_trainers.config import TrainerConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +86,13 @@ def test_shipping_writes_a_float16_team_that_loads_and_plays(run_dir: Path, tmp_
         assert all(torch.allclose(shipped[k].float(), original[k], atol=1e-3, rtol=1e-3) for k in original), role
     policy = AdapterTeamPolicy(target, dtype="float32")
     assert policy.roles == list(make_env("writing", num_agents=2, similarity="tfidf").possible_agents)
+    assert not (target / "warm_start.json").exists()  # this run started fresh
+    # A warm-started run's record of what it began from travels with the team.
+    warm_run = tmp_path / "warm-run"
+    shutil.copytree(run_dir, warm_run)
+    (warm_run / "warm_start.json").write_text('{"init_team": "builtin:writing-2"}', encoding="utf-8")
+    assert json.loads((ship_team(warm_run, tmp_path / "warm-team") / "warm_start.json").read_text()) == {
+        "init_team": "builtin:writing-2"}
     with pytest.raises(SystemExit, match=r"expected a team\.json manifest"):
         cli.main(["teams", "ship", str(tmp_path / "nothing"), "--to", str(tmp_path / "x")])
 
@@ -99,6 +109,12 @@ def test_the_shipped_teams_are_complete() -> None:
         assert list(manifest.roles) == list(agents) and manifest.base_model == "SmolLM2-135M-Instruct"
         for name in ("metrics.jsonl", "untrained.jsonl", "curve.png", "recipe.yaml"):
             assert (folder / name).is_file(), f"{folder.name} lacks {name}"
+        # A warm-started team says which team, and which weights, it began from.
+        init_team = TrainerConfig.yaml_values(folder / "recipe.yaml").get("init_team")
+        if init_team is not None:
+            record = json.loads((folder / "warm_start.json").read_text(encoding="utf-8"))
+            assert record["init_team"] == init_team and re.fullmatch(r"[0-9a-f]{16}", record["adapters_sha256"])
+            assert set(record["warm"]) | set(record["fresh"]) == set(manifest.roles)
         for adapter in manifest.roles.values():
             weights = folder / adapter / "adapter_model.safetensors"
             assert all(t.dtype == torch.float16 for t in load_file(str(weights)).values())

@@ -482,7 +482,7 @@ def test_a_warm_start_begins_from_the_named_roles_and_the_rest_fresh(tmp_path: P
     """``init_team``: an agent whose name is a role of the given team starts from that role's adapter, to the bit;
     the others start as a fresh run's do; a resume reads the checkpoint, not the team; a team that names no agent,
     has another base or another LoRA shape is refused before training."""
-    from llm_marl_baselines.policies.adapters import save_team
+    from llm_marl_baselines.policies.adapters import adapters_digest, save_team
     from llm_marl_trainers.magrpo import warm_start_adapters
 
     first = MAGRPOTrainer(_config(tmp_path / "first", model=str(model_dir), steps=2), env_factory=LetterEnv)
@@ -501,8 +501,16 @@ def test_a_warm_start_begins_from_the_named_roles_and_the_rest_fresh(tmp_path: P
     assert not all(torch.equal(a, b) for a, b in zip(start[AGENTS[0]], fresh_start[AGENTS[0]], strict=True))
     assert all(torch.equal(a, b) for a, b in zip(start[AGENTS[1]], fresh_start[AGENTS[1]], strict=True))
     warm.train()
+    # The run records what it began from: the team as named, where that resolved, and its weights' digest.
+    record = json.loads((tmp_path / "warm" / "run" / "warm_start.json").read_text(encoding="utf-8"))
+    assert record == {"init_team": str(team_dir), "team_dir": str(team_dir.resolve()),
+                      "adapters_sha256": adapters_digest(team_dir),
+                      "warm": {AGENTS[0]: str((team_dir / "adapters" / AGENTS[0]).resolve())}, "fresh": [AGENTS[1]]}
+    assert fresh.warm_start_record is None  # a fresh run records no warm start, so writes no file
     resumed = MAGRPOTrainer.resume(tmp_path / "warm" / "run", env_factory=LetterEnv, steps=2)
     assert resumed.warm_started == {} and _same(_adapter_state(resumed), _adapter_state(warm))
+    resumed.train()  # a resume keeps the first start's record
+    assert json.loads((tmp_path / "warm" / "run" / "warm_start.json").read_text(encoding="utf-8")) == record
 
     nobody = tmp_path / "nobody"
     save_team(nobody, first.team.model_of(AGENTS[0]), env="writing_v0", roles=["critic"],
