@@ -152,6 +152,21 @@ def test_the_wheel_installs_beside_a_users_benchmarks_folder_and_trainers_module
     assert "train" in cli.stdout and "bench" in cli.stdout
 
 
+def test_the_wheel_carries_every_data_file_of_the_packages(envs_only: Path) -> None:
+    """Package data is a list of globs in pyproject.toml: a file a package gains (a shipped team's
+    ``warm_start.json``, a dataset) must not be left out of the wheel. Every tracked file under the package folders
+    but their Python modules and READMEs (documentation, read in the repository) is in it."""
+    with zipfile.ZipFile(next((envs_only.parent / "dist").glob("llm_marl_envs-*.whl"))) as archive:
+        carried = set(archive.namelist())
+    tracked = subprocess.run(["git", "ls-files", *FOLDERS.values()], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    package_of = {folder: package for package, folder in FOLDERS.items()}
+    expected = {package_of[path.split("/", 1)[0]] + "/" + path.split("/", 1)[1] for path in tracked
+                if not path.endswith((".py", "README.md"))}
+    assert any("/teams/coding-4/warm_start.json" in name for name in expected)  # the check sees the team files
+    assert expected - carried == set()
+
+
 def _llm_marl(venv: Path, *arguments: str, **environment: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(venv / "bin" / "llm-marl"), *arguments], capture_output=True, text=True, timeout=300,
                           cwd=venv, env={**os.environ, **environment})
