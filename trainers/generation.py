@@ -47,7 +47,7 @@ from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, ne
 from llm_marl_baselines.graph_decode import GraphDecoder, graph_decoder
 from llm_marl_baselines.graph_decode import supports as supports_graph_decode
 from llm_marl_baselines.models import LoadedModel, load_model
-from llm_marl_baselines.policies.base import Generation, GenerationSettings
+from llm_marl_baselines.policies.base import CallSeeds, Generation, GenerationSettings
 from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
 from llm_marl_baselines.prompt_store import PromptStore
 from llm_marl_envs.rollout import ChatRequest
@@ -769,17 +769,22 @@ class TeamModel:
 @dataclass(frozen=True)
 class TeamRolloutPolicy:
     """A :class:`TeamModel` as the rollout runner's policy: ``list[ChatRequest] -> list[Generation]``, in order, from
-    one ``generate`` call per base model for the whole batch."""
+    one ``generate`` call per base model for the whole batch. Call k samples with seed
+    :func:`~llm_marl_baselines.policies.base.call_seed` ``(settings.seed, k)``: each turn draws fresh numbers."""
 
     team: TeamModel
     settings: GenerationSettings
     logprobs: bool = True
     min_new_tokens: int = 0
     prompt_store: PromptStore | None = None
+    calls: CallSeeds = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calls", CallSeeds(self.settings))
 
     def __call__(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         """One record per request."""
-        generated = self.team.generate(requests, self.settings, logprobs=self.logprobs,
+        generated = self.team.generate(requests, self.calls.next(), logprobs=self.logprobs,
                                        min_new_tokens=self.min_new_tokens, prompt_store=self.prompt_store)
         return [samples[0] for samples in generated]
 

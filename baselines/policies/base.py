@@ -12,8 +12,11 @@ carry the token ids and per-token log-probabilities a policy-gradient trainer ne
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +33,9 @@ class GenerationSettings:
         top_p: nucleus sampling mass in (0, 1].
         max_new_tokens: the most tokens generated per action (>= 1).
         seed: makes sampling reproducible (local backends seed torch; endpoints send it as ``seed``); None = unseeded.
+            One call draws from this seed; a rollout policy (:meth:`Policy.as_rollout_policy`), which the runner
+            calls once a turn, draws its k-th call from :func:`call_seed` ``(seed, k)``, so turns never reuse the
+            first turn's random numbers.
     """
 
     temperature: float = 0.7
@@ -328,21 +334,54 @@ class RolloutPolicy:
 
     policy: Policy
     settings: GenerationSettings
+    """The first call's settings; call k samples with seed :func:`call_seed` ``(settings.seed, k)``."""
     records: bool = True
     """True: :meth:`Policy.generate` (records); False: :meth:`Policy.act` (plain strings, no token-level record)."""
+    calls: CallSeeds = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, Policy):
             raise TypeError(f"policy: expected a Policy, got {type(self.policy).__name__}")
         if not isinstance(self.settings, GenerationSettings):
             raise TypeError(f"settings: expected GenerationSettings, got {type(self.settings).__name__}")
+        object.__setattr__(self, "calls", CallSeeds(self.settings))
 
     def __call__(self, requests: Sequence[ChatRequest]) -> list[Generation] | list[str]:
         """One completion per request, in order."""
         batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
+        settings = self.calls.next()
         if self.records:
-            return self.policy.generate(batch, self.settings)
-        return self.policy.act(batch, self.settings)
+            return self.policy.generate(batch, settings)
+        return self.policy.act(batch, settings)
+
+
+def call_seed(seed: int | None, call: int) -> int | None:
+    """The seed of a rollout policy's ``call``-th call (0-based): ``seed`` itself for the first, then a hash of
+    ``(seed, call)`` (below 2**31, which endpoints accept); None stays None (unseeded).
+
+    Why: reseeding every call with the same seed gives every turn of an episode the same random numbers, so a turn's
+    draws are coupled to the turns before it (a batch sampled under the same noise each turn); training draws fresh
+    numbers each turn, and an evaluation must too. Deterministic, so a seeded batch still replays the same way.
+    """
+    if isinstance(call, bool) or not isinstance(call, int) or call < 0:
+        raise ValueError(f"call: expected an int >= 0, got {call!r}")
+    if seed is None or call == 0:
+        return seed
+    digest = hashlib.blake2b(f"{seed}/{call}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 2**31
+
+
+class CallSeeds:
+    """Settings for each call of a rollout policy in turn: call k samples with :func:`call_seed` ``(seed, k)``."""
+
+    def __init__(self, settings: GenerationSettings) -> None:
+        self.settings = settings
+        self._calls: Iterator[int] = itertools.count()
+
+    def next(self) -> GenerationSettings:
+        """The settings of the next call."""
+        seed = call_seed(self.settings.seed, next(self._calls))
+        return self.settings if seed == self.settings.seed else dataclasses.replace(self.settings, seed=seed)
 
 
 def check_requests(requests: Sequence[ActionRequest]) -> list[ActionRequest]:

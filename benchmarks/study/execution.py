@@ -13,7 +13,8 @@ and return rows, so the log and its resume semantics are the same as a local run
 
 Batching does not change an episode's settings: episodes share a batch only when they have the same token budget (the
 env's budget for the condition's roles, or the design's ``max_new_tokens``). It changes which random numbers an
-episode draws (sampling is seeded per batch), as any change of batch composition does.
+episode draws (sampling is seeded per batch, each turn's call with its own seed drawn from the batch's), as any
+change of batch composition does.
 """
 
 from __future__ import annotations
@@ -207,21 +208,23 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> tu
     return policy.as_rollout_policy(settings, records=False), dict(NO_PRECISION)
 
 
-@dataclass(frozen=True)
 class _CountedLocal:
     """The local model as the runner's policy, returning records with completion token ids (the critical-path
-    metric counts them) but no log-probabilities (they would cost rows x tokens x vocabulary of memory)."""
+    metric counts them) but no log-probabilities (they would cost rows x tokens x vocabulary of memory). Call k
+    samples with seed ``call_seed(settings.seed, k)``, as every rollout policy does."""
 
-    policy: Any
-    settings: Any
-    prompt_store: Any = None
+    def __init__(self, policy: Any, settings: Any, prompt_store: Any = None) -> None:
+        from llm_marl_baselines.policies.base import CallSeeds
+
+        self.policy, self.settings, self.prompt_store = policy, settings, prompt_store
+        self.calls = CallSeeds(settings)
 
     def __call__(self, requests: Sequence[Any]) -> list[Any]:
         from llm_marl_baselines.policies import ActionRequest
         from llm_marl_baselines.policies.local import generate_records
 
         batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
-        return generate_records(self.policy.loaded, batch, self.settings, batch_size=self.policy.batch_size,
+        return generate_records(self.policy.loaded, batch, self.calls.next(), batch_size=self.policy.batch_size,
                                 logprobs=False, share_prefix=self.policy.share_prefix,
                                 prompt_store=self.prompt_store)
 
@@ -237,7 +240,8 @@ def run_batch(
     from llm_marl_envs import rollout
     from llm_marl_envs.registry import make_env
 
-    # Sampling is seeded per batch from its first episode, so a batch replays the same way.
+    # Sampling is seeded per batch from its first episode, so a batch replays the same way; the rollout policy gives
+    # each turn's call a seed of its own (call_seed), so turns do not reuse the first turn's random numbers.
     first = batch.episodes[0]
     envs = [make_env(e.env, **design.env_kwargs_for(e.env, e.condition, e.team_size)) for e in batch.episodes]
     schedule = _EpisodeSchedules({id(env): get_baseline(CONDITIONS[e.condition].baseline).schedule

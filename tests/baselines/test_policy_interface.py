@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llm_marl_baselines.policies import POLICY_KINDS, ActionRequest, Generation, GenerationSettings, make_policy
-from llm_marl_baselines.policies.base import RolloutPolicy
+from llm_marl_baselines.policies.base import Policy, RolloutPolicy, call_seed
 from llm_marl_baselines.policies.scripted import ScriptedPolicy, extractive_responder, observed_turn
 from llm_marl_envs.core import prompts
 from llm_marl_envs.registry import make_env
@@ -139,6 +139,47 @@ def test_rollout_policy_turns_chat_requests_into_one_batched_call() -> None:
         policy.as_rollout_policy({})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="policy: expected a Policy"):
         RolloutPolicy(object(), GenerationSettings())  # type: ignore[arg-type]
+
+
+class SettingsRecorder(Policy):
+    """Answers every request with the seed it was asked under."""
+
+    def __init__(self) -> None:
+        self.seeds: list[int | None] = []
+
+    def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
+        self.seeds.append(settings.seed)
+        return [str(settings.seed)] * len(requests)
+
+
+def test_a_rollout_policy_gives_each_call_its_own_seed_and_replays_them() -> None:
+    # The runner calls its policy once a turn: a seed reused every call would give each turn the first turn's random
+    # numbers (the study did this until 2026-11-29, which changed how its trained teams ended).
+    chats = [ChatRequest(0, "a", 1, ({"role": "user", "content": "O"},))]
+    recorder = SettingsRecorder()
+    rollout = recorder.as_rollout_policy(GenerationSettings(seed=11), records=False)
+    for _ in range(4):
+        rollout(chats)
+    assert recorder.seeds[0] == 11 and len(set(recorder.seeds)) == 4
+    assert recorder.seeds == [call_seed(11, k) for k in range(4)]
+    assert all(0 <= seed < 2**31 for seed in recorder.seeds)
+    replay = SettingsRecorder()
+    fresh = replay.as_rollout_policy(GenerationSettings(seed=11), records=False)
+    for _ in range(4):
+        fresh(chats)
+    assert replay.seeds == recorder.seeds  # a new rollout policy (a new batch) replays the same seeds
+    other = SettingsRecorder()
+    for _ in range(2):
+        other.as_rollout_policy(GenerationSettings(seed=12), records=False)(chats)
+    assert other.seeds == [12, 12]  # each rollout policy starts at its own settings' seed
+    unseeded = SettingsRecorder()
+    policy = unseeded.as_rollout_policy(GenerationSettings(seed=None), records=False)
+    policy(chats), policy(chats)
+    assert unseeded.seeds == [None, None]
+    assert call_seed(None, 3) is None and call_seed(5, 0) == 5 and call_seed(5, 1) != call_seed(6, 1)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="call: expected an int >= 0"):
+            call_seed(5, bad)  # type: ignore[arg-type]
 
 
 def test_the_env_owns_the_system_prompt_and_baselines_only_frame() -> None:

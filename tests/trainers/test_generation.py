@@ -329,6 +329,20 @@ def test_samples_differ_under_sampling_and_reproduce_with_the_same_seed() -> Non
         r.completion_ids for r in first]
 
 
+def test_a_rollout_policy_draws_fresh_numbers_each_call_and_replays_per_policy() -> None:
+    team = make_team()
+    requests = [REQUESTS[0]] * 4
+    policy = team.as_rollout_policy(SAMPLED, logprobs=False)
+    first, second = policy(requests), policy(requests)
+    direct = [samples[0].completion_ids for samples in team.generate(requests, SAMPLED, logprobs=False)]
+    assert [r.completion_ids for r in first] == direct  # the first call samples under the settings' own seed
+    # The same prompts asked again (a turn whose observation did not change) are not answered with the same draws.
+    assert [r.completion_ids for r in second] != [r.completion_ids for r in first]
+    again = team.as_rollout_policy(SAMPLED, logprobs=False)
+    assert [r.completion_ids for r in again(requests)] == [r.completion_ids for r in first]
+    assert [r.completion_ids for r in again(requests)] == [r.completion_ids for r in second]
+
+
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_reference_logprobs_are_the_base_models(scheme: str) -> None:
     team = make_team(scheme)
