@@ -380,8 +380,7 @@ class CallSeeds:
 
     def next(self) -> GenerationSettings:
         """The settings of the next call."""
-        seed = call_seed(self.settings.seed, next(self._calls))
-        return self.settings if seed == self.settings.seed else dataclasses.replace(self.settings, seed=seed)
+        return dataclasses.replace(self.settings, seed=call_seed(self.settings.seed, next(self._calls)))
 
 
 def check_requests(requests: Sequence[ActionRequest]) -> list[ActionRequest]:
