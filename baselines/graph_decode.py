@@ -34,6 +34,13 @@ forward's up to floating-point rounding (the tests compare both on CPU, where th
 ``benchmarks/trainer_step.py`` on a GPU). Finished rows stay in the batch (on a GPU a dropped row saves nothing the
 launch overhead does not already cost).
 
+``compile=True`` (the trainer's ``graph_compile``) also compiles the step with ``torch.compile`` (Inductor, one graph
+per shape, no graph breaks allowed) before it is captured: the captured step is then Inductor's fused kernels (the
+norms', rotary embedding's, LoRA gathers' and residual adds' element-wise work in a few kernels a layer) and the
+matrix products, rather than about 60 kernels a layer. Compiling costs tens of seconds per shape the first time, so it
+pays on training runs and long studies, not on a short call; it is off by default. Where compiling fails the decoder
+warns and runs the step uncompiled (``DecodeStats.compile_error`` says why).
+
 Supported: Llama-architecture decoders (SmolLM2, Llama) with plain or peft-LoRA linear layers (no DoRA, no LoRA bias:
 what the team model's stacked routing supports too). :func:`supports` says whether a model is; other models keep the
 eager path.
@@ -41,6 +48,7 @@ eager path.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -102,6 +110,8 @@ class _Graph:
     values: list[Tensor]
     logits: Tensor | None = None
     graph: Any = None
+    compiled: bool = False
+    """Whether the compiled step has run at this shape (its first run compiles)."""
 
 
 @dataclass
@@ -117,6 +127,12 @@ class DecodeStats:
     shapes: dict[str, int] = field(default_factory=dict)
     capture_error: str | None = None
     """Why capturing failed, where it did (the decoder then runs uncaptured, with a warning)."""
+    compiled: bool = False
+    """Whether the step runs through ``torch.compile`` (asked for, and not fallen back from)."""
+    compile_error: str | None = None
+    """Why compiling failed, where it did (the decoder then runs the step uncompiled, with a warning)."""
+    compile_s: float = 0.0
+    """Seconds spent in the steps that compiled a shape (the first warm-up step of each), compiling included."""
 
 
 class GraphDecoder:
@@ -125,10 +141,12 @@ class GraphDecoder:
 
     ``adapters``: the LoRA adapter names of ``model`` that rows may run under, in slot order (a prompt's route key,
     see :meth:`start`, names its adapter; ``None`` runs the base model). A model without LoRA layers takes none.
+    ``compile``: run the step through ``torch.compile`` (see the module docstring); ``compile_backend`` names its
+    backend (``"inductor"``; the tests take ``"aot_eager"``, which traces the same graph without generating code).
     """
 
     def __init__(self, model: Any, adapters: Sequence[str] = (), *, capture: bool | None = None,
-                 max_graphs: int = 8) -> None:
+                 max_graphs: int = 8, compile: bool = False, compile_backend: str = "inductor") -> None:
         if not supports(model):
             raise ValueError(f"GraphDecoder: {type(_base_model(model)).__name__} is not a supported architecture "
                              f"(attention {SUPPORTED_ATTENTION}, plain or LoRA linear layers); sample it eagerly")
@@ -172,6 +190,16 @@ class GraphDecoder:
         self._heads = int(config.num_attention_heads)
         self._kv_heads = int(config.num_key_value_heads)
         self._scaling = float(attention.scaling)
+        if not isinstance(compile, bool):
+            raise TypeError(f"GraphDecoder: compile expected True or False, got {compile!r}")
+        self.stats.compiled = compile
+        self._compiled_step: Any = None
+        if compile:
+            # dynamic=False: one graph per captured shape (rows bucket x buffer length), as the CUDA graphs are; the
+            # recompile limit must hold every shape the decoder keeps.
+            torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * max_graphs)
+            self._compiled_step = torch.compile(self._step_buffers, backend=compile_backend, fullgraph=True,
+                                                dynamic=False)
 
     # ------------------------------------------------------------------------------------------------------------
 
@@ -260,47 +288,73 @@ class GraphDecoder:
 
     def _step(self, graph: _Graph) -> Tensor:
         """One token per row through the model, reading and writing only ``graph``'s buffers; returns the rows'
-        next-token logits (float32). Mirrors transformers' Llama decoder layer for one query position."""
-        base, rows = self._base, graph.rows
-        graph.mask.index_fill_(3, graph.write_at, True)
-        hidden = base.model.embed_tokens(graph.tokens[:, None])  # [rows, 1, hidden]
-        cos, sin = base.model.rotary_emb(hidden, graph.positions)
+        next-token logits (float32). Compiled where the decoder was asked to, and that worked."""
+        buffers = (graph.tokens, graph.positions, graph.write_at, graph.mask, graph.row_slots, graph.keys,
+                   graph.values)
+        if self._compiled_step is None:
+            return self._step_buffers(*buffers)
+        try:
+            if graph.compiled:
+                return self._compiled_step(*buffers)
+            started = time.perf_counter()  # the shape's first compiled step: it compiles
+            logits = self._compiled_step(*buffers)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.stats.compile_s += time.perf_counter() - started
+            graph.compiled = True
+            return logits
+        except Exception as error:  # a graph break or a backend failure: decode uncompiled rather than fail
+            warnings.warn(f"GraphDecoder: torch.compile of the step failed, decoding uncompiled: {error}",
+                          stacklevel=3)
+            self._compiled_step, self.stats.compiled = None, False
+            self.stats.compile_error = f"{type(error).__name__}: {error}"[:2000]
+            return self._step_buffers(*buffers)
+
+    def _step_buffers(self, tokens: Tensor, positions: Tensor, write_at: Tensor, mask: Tensor, row_slots: Tensor,
+                      keys: list[Tensor], values: list[Tensor]) -> Tensor:
+        """:meth:`_step` on the buffers themselves (what ``torch.compile`` traces: tensors in, tensors out). Mirrors
+        transformers' Llama decoder layer for one query position."""
+        base, rows = self._base, tokens.shape[0]
+        mask.index_fill_(3, write_at, True)
+        hidden = base.model.embed_tokens(tokens[:, None])  # [rows, 1, hidden]
+        cos, sin = base.model.rotary_emb(hidden, positions)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [rows, 1, 1, head_dim]: broadcast over heads
         heads, kv_heads, head_dim = self._heads, self._kv_heads, self._head_dim
         for index, layer in enumerate(self._layers):
             attention = layer.self_attn
             x = layer.input_layernorm(hidden)
-            query = self._linear(attention.q_proj, x, graph).view(rows, 1, heads, head_dim).transpose(1, 2)
-            key = self._linear(attention.k_proj, x, graph).view(rows, 1, kv_heads, head_dim).transpose(1, 2)
-            value = self._linear(attention.v_proj, x, graph).view(rows, 1, kv_heads, head_dim).transpose(1, 2)
+            query = self._linear(attention.q_proj, x, row_slots).view(rows, 1, heads, head_dim).transpose(1, 2)
+            key = self._linear(attention.k_proj, x, row_slots).view(rows, 1, kv_heads, head_dim).transpose(1, 2)
+            value = self._linear(attention.v_proj, x, row_slots).view(rows, 1, kv_heads, head_dim).transpose(1, 2)
             query, key = _rotate(query, cos, sin), _rotate(key, cos, sin)
-            graph.keys[index].index_copy_(2, graph.write_at, key)
-            graph.values[index].index_copy_(2, graph.write_at, value)
+            keys[index].index_copy_(2, write_at, key)
+            values[index].index_copy_(2, write_at, value)
             # Query heads h·g .. h·g+g-1 share key/value head h (transformers' repeat_kv): with one query position
             # they are g query rows of one attention over that head's keys.
             grouped = query.reshape(rows, kv_heads, heads // kv_heads, head_dim)
             attended = torch.nn.functional.scaled_dot_product_attention(
-                grouped, graph.keys[index], graph.values[index], attn_mask=graph.mask, scale=self._scaling)
+                grouped, keys[index], values[index], attn_mask=mask, scale=self._scaling)
             attended = attended.reshape(rows, 1, heads * head_dim)
-            hidden = hidden + self._linear(attention.o_proj, attended, graph)
+            hidden = hidden + self._linear(attention.o_proj, attended, row_slots)
             x = layer.post_attention_layernorm(hidden)
             mlp = layer.mlp
-            gated = mlp.act_fn(self._linear(mlp.gate_proj, x, graph)) * self._linear(mlp.up_proj, x, graph)
-            hidden = hidden + self._linear(mlp.down_proj, gated, graph)
+            gated = mlp.act_fn(self._linear(mlp.gate_proj, x, row_slots)) * self._linear(mlp.up_proj, x, row_slots)
+            hidden = hidden + self._linear(mlp.down_proj, gated, row_slots)
         hidden = base.model.norm(hidden)
-        logits = self._linear(base.lm_head, hidden, graph)[:, -1].float()
-        graph.write_at.add_(1)
-        graph.positions.add_(1)
+        logits = self._linear(base.lm_head, hidden, row_slots)[:, -1].float()
+        write_at.add_(1)
+        positions.add_(1)
         return logits
 
-    def _linear(self, module: Any, x: Tensor, graph: _Graph) -> Tensor:
+    def _linear(self, module: Any, x: Tensor, row_slots: Tensor) -> Tensor:
         """``module(x)`` for a plain linear layer, or its base layer plus the row's LoRA update ``x·A·(B·s)``."""
-        if not is_lora_layer(module):
+        stacks = self._stacks.get(id(module))
+        if stacks is None:
             return torch.nn.functional.linear(x, module.weight, module.bias)
         base = module.base_layer
         out = torch.nn.functional.linear(x, base.weight, base.bias)
-        _, a_stack, b_stack = self._stacks[id(module)]
-        a_rows, b_rows = a_stack.index_select(0, graph.row_slots), b_stack.index_select(0, graph.row_slots)
+        _, a_stack, b_stack = stacks
+        a_rows, b_rows = a_stack.index_select(0, row_slots), b_stack.index_select(0, row_slots)
         delta = torch.bmm(torch.bmm(x.to(a_rows.dtype), a_rows), b_rows)
         return out + delta.to(out.dtype)
 
@@ -343,14 +397,15 @@ class DecodeSession:
         return logits[:n]
 
 
-def graph_decoder(model: Any, adapters: Sequence[str] = (), *, capture: bool | None = None) -> GraphDecoder:
-    """The :class:`GraphDecoder` of ``model`` and ``adapters``, built on first use and kept on the model itself, so its
-    captured graphs and buffers are reused across calls and freed with the model (a table keyed by the model would
-    keep it alive: the decoder refers to it)."""
+def graph_decoder(model: Any, adapters: Sequence[str] = (), *, capture: bool | None = None,
+                  compile: bool = False) -> GraphDecoder:
+    """The :class:`GraphDecoder` of ``model`` and ``adapters`` (compiled or not), built on first use and kept on the
+    model itself, so its captured graphs and buffers are reused across calls and freed with the model (a table keyed
+    by the model would keep it alive: the decoder refers to it)."""
     decoders: dict[tuple[Any, ...], GraphDecoder] = model.__dict__.setdefault("_llm_marl_graph_decoders", {})
-    key = (*adapters, capture)
+    key = (*adapters, capture, compile)
     if key not in decoders:
-        decoders[key] = GraphDecoder(model, adapters, capture=capture)
+        decoders[key] = GraphDecoder(model, adapters, capture=capture, compile=compile)
     return decoders[key]
 
 

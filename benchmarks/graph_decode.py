@@ -12,6 +12,10 @@ Two parts, one model (``--model``: a folder; on the device machine a random-weig
   warm-up (which captures the graph): seconds a call, decode tokens/s, and the floor, the bytes a decode step must read
   (weights, keys and values) over the device's memory bandwidth.
 
+- **compiled** (``--compile``): the same, with a third decoder whose step ``torch.compile`` (Inductor) compiled before
+  it was captured: its logits against the forward's in the check (``--compile-check``), and its time a call beside
+  the other two (its warm-up call compiles; ``compile_s`` says how long that took).
+
     python -m llm_marl_benchmarks.graph_decode --model /tmp/smollm2-random --check --json results/graph_decode.json
 
 On a CPU the decoder runs uncaptured (the same step, for comparison only).
@@ -36,8 +40,10 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def check_agreement(model_path: str, device: str) -> dict[str, Any]:
-    """Graph vs eager samples of a two-agent team, and captured-step vs forward logits, in float32 and bfloat16."""
+def check_agreement(model_path: str, device: str, dtypes: Sequence[str] = ("float32", "bfloat16"),
+                    compiled: bool = False) -> dict[str, Any]:
+    """Graph vs eager samples of a two-agent team, and captured-step vs forward logits, in each of ``dtypes``;
+    ``compiled``: the compiled step's logits against the forward's too."""
     import torch
 
     from llm_marl_baselines.decoding import cache_keyword, left_pad, new_cache
@@ -53,7 +59,7 @@ def check_agreement(model_path: str, device: str) -> dict[str, Any]:
     requests = [ChatRequest(i // 2, ("concise", "detailed")[i % 2], 1, ({"role": "user", "content": text},))
                 for i, text in enumerate(texts)]
     settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=48, seed=5)
-    for dtype in ("float32", "bfloat16"):
+    for dtype in dtypes:
         lora = LoraSettings(r=8, alpha=16, init_lora_weights=False)
         records = {}
         for graphs in (False, True):
@@ -78,34 +84,45 @@ def check_agreement(model_path: str, device: str) -> dict[str, Any]:
         generator = torch.Generator(device="cpu").manual_seed(0)
         vocab = int(model.config.vocab_size)
         feed = torch.randint(3, min(1000, vocab), (len(prompts), steps), generator=generator).to(device)
-        decoder = GraphDecoder(model)
-        worst = 0.0
+        decoders = {"graphs": GraphDecoder(model)}
+        if compiled:
+            decoders["compiled"] = GraphDecoder(model, compile=True)
+        worst = dict.fromkeys(decoders, 0.0)
         with torch.inference_mode():
             prefill = new_cache(model, "dynamic")
             model(input_ids=ids, attention_mask=mask, position_ids=positions, **{cache_keyword(model): prefill})
             reference = new_cache(model, "static", ids.shape[1] + steps)
             model(input_ids=ids, attention_mask=mask, position_ids=positions, **{cache_keyword(model): reference})
-            session = decoder.start(prefill, torch.arange(len(prompts), device=device), mask, positions, steps,
-                                    [decoder.base_slot] * len(prompts))
+            sessions = {name: decoder.start(prefill, torch.arange(len(prompts), device=device), mask, positions,
+                                            steps, [decoder.base_slot] * len(prompts))
+                        for name, decoder in decoders.items()}
             full = mask
             for t in range(steps):
                 full = torch.cat([full, torch.ones_like(full[:, :1])], dim=1)
                 after = positions[:, -1:] + 1 + t
                 expected = model(input_ids=feed[:, t:t + 1], attention_mask=full, position_ids=after,
                                  **{cache_keyword(model): reference}).logits[:, -1]
-                got = session.step(feed[:, t])
-                worst = max(worst, float((got - expected.float()).abs().max()))
+                for name, session in sessions.items():
+                    got = session.step(feed[:, t])
+                    worst[name] = max(worst[name], float((got - expected.float()).abs().max()))
+        decoder = decoders["graphs"]
         report[dtype] = {"rows": len(equal), "equal_rows": sum(equal),
                          "max_logprob_diff_on_common_prefix": largest,
-                         "max_step_logit_diff": worst, "captured": decoder.stats.captures > 0,
+                         "max_step_logit_diff": worst["graphs"], "captured": decoder.stats.captures > 0,
                          "capture_error": decoder.stats.capture_error,
                          "logit_scale": float(expected.float().abs().max())}
+        if compiled:
+            stats = decoders["compiled"].stats
+            report[dtype].update({"compiled_max_step_logit_diff": worst["compiled"], "compiled": stats.compiled,
+                                  "compile_error": stats.compile_error, "compile_s": stats.compile_s,
+                                  "compiled_captured": stats.captures > 0})
     return report
 
 
 def time_decode(model_path: str, device: str, dtype: str, rows: Sequence[int], prompt_tokens: int, new_tokens: int,
-                repeats: int) -> list[dict[str, Any]]:
-    """Eager vs graph decode of ``sample_rows`` calls at each row count (see the module docstring)."""
+                repeats: int, compiled: bool = False) -> list[dict[str, Any]]:
+    """Eager vs graph decode (and the compiled graph decode, ``compiled``) of ``sample_rows`` calls at each row count
+    (see the module docstring)."""
     import torch
 
     from llm_marl_baselines.decoding import sample_rows
@@ -116,6 +133,9 @@ def time_decode(model_path: str, device: str, dtype: str, rows: Sequence[int], p
     loaded = load_model(model_path, dtype=dtype, device=device)
     model = loaded.model
     decoder = GraphDecoder(model)
+    variants: list[tuple[str, Any]] = [("eager", None), ("graphs", decoder)]
+    if compiled:
+        variants.append(("compiled", GraphDecoder(model, compile=True)))
     bandwidth = memory_bandwidth()
     generator = torch.Generator().manual_seed(0)
     results = []
@@ -124,10 +144,10 @@ def time_decode(model_path: str, device: str, dtype: str, rows: Sequence[int], p
         prompts = [torch.randint(3, vocab, (prompt_tokens - 7 * i,), generator=generator).tolist()
                    for i in range(max(1, count // 4))]
         row_prompt = [r % len(prompts) for r in range(count)]
-        timings: dict[str, list[float]] = {"eager": [], "graphs": []}
+        timings: dict[str, list[float]] = {name: [] for name, _ in variants}
         before = (decoder.stats.steps, decoder.stats.bytes_read)
         for repeat in range(repeats + 1):
-            for name, graphs in (("eager", None), ("graphs", decoder)):
+            for name, graphs in variants:
                 _sync()
                 started = time.perf_counter()
                 sample_rows(model, prompts, row_prompt, temperature=0.7, top_p=0.95, max_new_tokens=new_tokens,
@@ -148,6 +168,14 @@ def time_decode(model_path: str, device: str, dtype: str, rows: Sequence[int], p
             "floor_ms_per_step": None if floor_step is None else 1e3 * floor_step,
             "floor_tokens_per_s": None if floor_step is None else count / floor_step,
         })
+        if compiled:
+            compiled_s, stats = statistics.median(timings["compiled"]), variants[2][1].stats
+            results[-1].update({"compiled_s": compiled_s, "compiled_ms_per_step": 1e3 * compiled_s / new_tokens,
+                                "ratio_compiled_vs_graphs": compiled_s / graphs_s, "compiled": stats.compiled,
+                                "compile_error": stats.compile_error, "compile_s_so_far": stats.compile_s})
+            print(f"[graph_decode] {count} rows: compiled {compiled_s:.3f} s ({1e3 * compiled_s / new_tokens:.2f} ms a "
+                  f"step; compiled {stats.compiled}, {stats.compile_s:.0f} s compiling so far)", file=sys.stderr,
+                  flush=True)
         print(f"[graph_decode] {count} rows: eager {eager:.3f} s, graphs {graphs_s:.3f} s "
               f"({eager / graphs_s:.1f}x), {1e3 * graphs_s / new_tokens:.2f} ms a step"
               + ("" if floor_step is None else f", floor {1e3 * floor_step:.3f} ms"), file=sys.stderr, flush=True)
@@ -165,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=160)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="also compare graph and eager samples and logits")
+    parser.add_argument("--check-dtypes", nargs="+", default=["float32", "bfloat16"], metavar="DTYPE",
+                        help="the precisions --check runs in")
+    parser.add_argument("--compile", action="store_true",
+                        help="also the graph decoder with its step compiled by torch.compile, in the check and timing")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = parser.parse_args(list(argv) if argv is not None else None)
     import platform
@@ -175,13 +207,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "device_name": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
                               "host": platform.platform(), "torch": torch.__version__}
     if args.check:
-        report["agreement"] = check_agreement(args.model, args.device)
+        report["agreement"] = check_agreement(args.model, args.device, args.check_dtypes, args.compile)
         print(f"[graph_decode] agreement: {json.dumps(report['agreement'])}", file=sys.stderr, flush=True)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     report["timing"] = time_decode(args.model, args.device, args.dtype, args.rows, args.prompt_tokens,
-                                   args.new_tokens, args.repeats)
+                                   args.new_tokens, args.repeats, args.compile)
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -90,6 +90,8 @@ class Case:
     """Ours only: train with this recipe (YAML) on its real env instead of the fixed prompts."""
     graph_decode: bool | None = None
     """Ours only: the trainer's ``graph_decode`` (None: its default, on for CUDA)."""
+    graph_compile: bool = False
+    """Ours only: the trainer's ``graph_compile`` (the graph decoder's step through ``torch.compile``)."""
 
     @property
     def completions_per_step(self) -> int:
@@ -118,9 +120,10 @@ def plan_cases(groups: Sequence[int], only: Sequence[str]) -> list[Case]:
     return cases
 
 
-RECIPE_COMPARISONS = ("prefix", "graphs")
-"""What ``--recipe`` compares: reading each prompt once against prefilling every row (``prefix``), or the graph
-decoder against the eager decode, both reading each prompt once (``graphs``; CUDA)."""
+RECIPE_COMPARISONS = ("prefix", "graphs", "compiled")
+"""What ``--recipe`` compares: reading each prompt once against prefilling every row (``prefix``), the graph
+decoder against the eager decode, both reading each prompt once (``graphs``; CUDA), or those two and the graph decoder
+with its step compiled by ``torch.compile`` (``compiled``; CUDA)."""
 
 
 def plan_recipe_cases(recipes: Sequence[Path], compare: str = "prefix") -> list[Case]:
@@ -128,8 +131,11 @@ def plan_recipe_cases(recipes: Sequence[Path], compare: str = "prefix") -> list[
     :data:`RECIPE_COMPARISONS`): ``recipe_<stem>_shared`` / ``_repeated``, or ``recipe_<stem>_graphs`` / ``_eager``."""
     if compare not in RECIPE_COMPARISONS:
         raise ValueError(f"compare: expected one of {RECIPE_COMPARISONS}, got {compare!r}")
-    variants = ({"shared": {"share_prefix": True}, "repeated": {"share_prefix": False}} if compare == "prefix" else
-                {"graphs": {"graph_decode": True}, "eager": {"graph_decode": False}})
+    variants: dict[str, dict[str, Any]] = (
+        {"shared": {"share_prefix": True}, "repeated": {"share_prefix": False}} if compare == "prefix" else
+        {"graphs": {"graph_decode": True}, "eager": {"graph_decode": False}})
+    if compare == "compiled":
+        variants = {"compiled": {"graph_decode": True, "graph_compile": True}, **variants}
     cases = []
     for recipe in recipes:
         values = _recipe_values(recipe)
@@ -287,7 +293,7 @@ def run_ours(spec: dict[str, Any], case: Case) -> dict[str, Any]:
     if case.recipe is not None:  # the recipe's own env, model, dtype and sampling; only the run's length changes
         config = TrainerConfig.from_yaml(case.recipe, steps=steps_total, output_dir=output_dir,
                                          share_prefix=case.share_prefix, graph_decode=case.graph_decode,
-                                         report_to="none")
+                                         graph_compile=case.graph_compile, report_to="none")
         trainer = MAGRPOTrainer(config)
     else:
         loaded = _load(spec)
@@ -328,13 +334,14 @@ def _decode_stats(team: Any, steps: int) -> dict[str, Any]:
     model = team.model_of(team.agents[0])
     if not supports(model):
         return {"used": False}
-    stats = graph_decoder(model, team.agents).stats
+    stats = graph_decoder(model, team.agents, compile=team.graph_compile).stats
     bandwidth = memory_bandwidth()
     floor_s = stats.bytes_read / bandwidth if bandwidth else None
     return {"used": stats.steps > 0, "decode_steps_per_trainer_step": stats.steps / steps,
             "row_steps_per_trainer_step": stats.row_steps / steps, "captures": stats.captures,
-            "capture_error": stats.capture_error,
-            "graph_shapes": stats.shapes, "bytes_read_per_decode_step": stats.bytes_read / max(stats.steps, 1),
+            "capture_error": stats.capture_error, "compiled": stats.compiled, "compile_error": stats.compile_error,
+            "compile_s": stats.compile_s, "graph_shapes": stats.shapes,
+            "bytes_read_per_decode_step": stats.bytes_read / max(stats.steps, 1),
             "memory_bandwidth_bytes_s": bandwidth,
             "decode_floor_s_per_trainer_step": None if floor_s is None else floor_s / steps}
 
@@ -657,6 +664,18 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
             "graph_decode": graphs.get("graph_decode"),
             "eager_error": eager.get("error"),
         }
+        if f"{name}_compiled" in results:  # --recipe-compare compiled: the compiled step beside both
+            compiled = results[f"{name}_compiled"]
+            by_recipe[name.removeprefix("recipe_")].update({
+                "compiled_step_s": value(f"{name}_compiled", "median_step_s"),
+                "compiled_generation_s": value(f"{name}_compiled", "median_generation_s"),
+                "ratio_compiled_vs_graphs": _ratio(value(f"{name}_compiled", "median_step_s"),
+                                                   value(f"{name}_graphs", "median_step_s")),
+                "ratio_compiled_vs_eager": _ratio(value(f"{name}_compiled", "median_step_s"),
+                                                  value(f"{name}_eager", "median_step_s")),
+                "compiled_graph_decode": compiled.get("graph_decode"),
+                "compiled_error": compiled.get("error"),
+            })
     return {**{name: ratios[name] for name in TARGETS}, "by_group": by_group, "by_recipe": by_recipe,
             "targets": dict(TARGETS), "passed": passed}
 
@@ -744,8 +763,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also time our trainer on these recipes (their env and settings), with and without "
                              "reading each prompt once: ratio_shared_vs_repeated at the recipes' settings")
     parser.add_argument("--recipe-compare", choices=RECIPE_COMPARISONS, default="prefix",
-                        help="what each --recipe compares: prefix (shared vs repeated) or graphs (graph vs eager "
-                             "decode, for CUDA)")
+                        help="what each --recipe compares: prefix (shared vs repeated), graphs (graph vs eager "
+                             "decode, for CUDA) or compiled (the graph decoder's step compiled, beside both)")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.child is not None:

@@ -125,3 +125,24 @@ def test_recipe_cases_compare_the_graph_decoder_with_the_eager_decode(tmp_path: 
     assert (row["step_s"], row["eager_step_s"], row["ratio_graphs_vs_eager"]) == (2.0, 8.0, 0.25)
     assert (row["generated_tokens_per_s"], row["eager_generated_tokens_per_s"]) == (640.0, 100.0)
     assert row["graph_decode"] == decode and row["eager_error"] is None
+
+
+def test_recipe_cases_compare_the_compiled_step_with_the_graphs_and_the_eager_decode(tmp_path: Path) -> None:
+    recipe = tmp_path / "writing-2.yaml"
+    recipe.write_text("env: writing\nnum_agents: 2\nnum_generations: 4\nenvs_per_step: 2\n", encoding="utf-8")
+    cases = trainer_step.plan_recipe_cases([recipe], "compiled")
+    assert [(c.name, c.graph_decode, c.graph_compile) for c in cases] == [
+        ("recipe_writing-2_compiled", True, True), ("recipe_writing-2_graphs", True, False),
+        ("recipe_writing-2_eager", False, False)]
+    report = trainer_step.compare({
+        "recipe_writing-2_compiled": {"median_step_s": 3.0, "median_generation_s": 1.5,
+                                      "median_completion_tokens": 1536,
+                                      "graph_decode": {"used": True, "compiled": True}},
+        "recipe_writing-2_graphs": {"median_step_s": 4.0, "median_generation_s": 2.5,
+                                    "median_completion_tokens": 1536},
+        "recipe_writing-2_eager": {"median_step_s": 16.0, "median_generation_s": 14.0,
+                                   "median_completion_tokens": 1536}}, [4])
+    row = report["by_recipe"]["writing-2"]
+    assert (row["compiled_step_s"], row["step_s"], row["eager_step_s"]) == (3.0, 4.0, 16.0)
+    assert (row["ratio_compiled_vs_graphs"], row["ratio_compiled_vs_eager"]) == (0.75, 0.1875)
+    assert row["compiled_graph_decode"] == {"used": True, "compiled": True} and row["compiled_error"] is None

@@ -136,6 +136,10 @@ class TrainerConfig:
     """Sample through :class:`llm_marl_baselines.graph_decode.GraphDecoder`: every decode step of the team (all agents'
     adapters in one batch) replays a captured CUDA graph. None (default): on CUDA for the models it supports, off on
     CPUs; true: always (uncaptured on a CPU); false: the eager decode (for comparisons)."""
+    graph_compile: bool = False
+    """With the graph decoder, compile its step with ``torch.compile`` (Inductor) before capturing it: a few fused
+    kernels a layer instead of about 60 (``benchmarks/trainer_step.py --recipe-compare compiled`` measures it).
+    Compiling costs tens of seconds per batch shape the first time, so it pays on long runs."""
     micro_batch_size: int = 4
     """Completions per forward/backward pass of the update; the gradients of the passes add up to the whole
     batch's (the losses are weighted so), so this bounds memory without changing the update (TRL: gradient
@@ -218,6 +222,10 @@ class TrainerConfig:
             raise TypeError(f"graph_decode: expected null, true or false, got {self.graph_decode!r}")
         if self.graph_decode and not self.share_prefix:
             raise ValueError("graph_decode: true needs share_prefix: true (it decodes after the shared prefill)")
+        if not isinstance(self.graph_compile, bool):
+            raise TypeError(f"graph_compile: expected true or false, got {self.graph_compile!r}")
+        if self.graph_compile and self.graph_decode is False:
+            raise ValueError("graph_compile: true compiles the graph decoder's step; it needs graph_decode not false")
         if not isinstance(self.gradient_checkpointing, bool):
             raise TypeError(f"gradient_checkpointing: expected true or false, got {self.gradient_checkpointing!r}")
         check_int("min_completion_length", self.min_completion_length, 0, self.max_completion_length)

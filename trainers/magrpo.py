@@ -139,6 +139,7 @@ class MAGRPOTrainer:
             base_model = base_model or manifest_base_model(config)
         team.share_prefix = config.share_prefix  # the config decides how the team reads prompts, given team or not
         team.graph_decode = config.graph_decode
+        team.graph_compile = config.graph_compile
         self.team = team
         self.parallel.broadcast_parameters(p for agent in self.agents for p in team.adapter_parameters(agent))
         if config.gradient_checkpointing:

@@ -87,6 +87,47 @@ def test_sample_rows_through_the_decoder_gives_the_eager_samples(loaded, tempera
         assert a == pytest.approx(b, abs=1e-4)
 
 
+def test_the_compiled_step_gives_the_uncompiled_samples_and_compiles_each_shape_once(loaded) -> None:
+    """``compile=True`` traces the whole step as one graph (``fullgraph``: a graph break would raise) and runs it; on
+    CPU through ``aot_eager`` (the same traced, functionalized graph Inductor compiles on a GPU, without generating
+    code), the samples equal the uncompiled step's. A second call at the same shape does not compile again."""
+    prompts = prompts_of(loaded)
+    rows = [0, 0, 1, 1, 2]
+    results = []
+    compiled = GraphDecoder(loaded.model, compile=True, compile_backend="aot_eager")
+    for graphs in (GraphDecoder(loaded.model), compiled, compiled):
+        torch.manual_seed(5)
+        results.append(sample_rows(loaded.model, prompts, rows, temperature=0.7, top_p=0.9, max_new_tokens=10,
+                                   stop_ids=STOP, pad_id=PAD, graphs=graphs))
+        if graphs is compiled and len(results) == 2:
+            first_compile_s = compiled.stats.compile_s
+    assert results[1].tokens == results[0].tokens == results[2].tokens
+    for a, b in zip(results[0].logprobs or [], results[1].logprobs or [], strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    assert compiled.stats.compiled and compiled.stats.compile_error is None
+    assert first_compile_s > 0 and compiled.stats.compile_s == first_compile_s  # one shape, compiled once
+    assert list(compiled.stats.shapes) == ["8x256"]
+
+
+def test_a_step_that_fails_to_compile_decodes_uncompiled_and_says_why(loaded) -> None:
+    def broken_backend(graph_module, example_inputs):
+        raise RuntimeError("no code generator here")
+
+    prompts = prompts_of(loaded)
+    torch.manual_seed(2)
+    reference = sample_rows(loaded.model, prompts, [0, 1, 2], temperature=0.7, top_p=0.9, max_new_tokens=6,
+                            stop_ids=STOP, pad_id=PAD, graphs=GraphDecoder(loaded.model))
+    decoder = GraphDecoder(loaded.model, compile=True, compile_backend=broken_backend)
+    torch.manual_seed(2)
+    with pytest.warns(UserWarning, match="torch.compile of the step failed"):
+        got = sample_rows(loaded.model, prompts, [0, 1, 2], temperature=0.7, top_p=0.9, max_new_tokens=6,
+                          stop_ids=STOP, pad_id=PAD, graphs=decoder)
+    assert decoder.stats.steps > 0 and got.tokens == reference.tokens
+    assert not decoder.stats.compiled and "no code generator here" in (decoder.stats.compile_error or "")
+    with pytest.raises(TypeError, match="compile expected True or False"):
+        GraphDecoder(loaded.model, compile="inductor")  # type: ignore[arg-type]
+
+
 def test_team_rows_run_under_their_own_adapters_and_see_weight_updates() -> None:
     """Per-agent LoRA (random ``B``): the decoder's per-row slots give each row its agent's adapter, as the team's
     eager stacked routing does; after an in-place update of one adapter (what an optimizer step does) the next call

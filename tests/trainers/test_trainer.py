@@ -163,6 +163,10 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
         TrainerConfig(dtype="fp8")
     with pytest.raises(ValueError, match="early_termination_threshold: expected None or a finite number"):
         TrainerConfig(early_termination_threshold=float("inf"))
+    with pytest.raises(TypeError, match="graph_compile: expected true or false"):
+        TrainerConfig(graph_compile="inductor")
+    with pytest.raises(ValueError, match="graph_compile: true compiles the graph decoder's step"):
+        TrainerConfig(graph_compile=True, graph_decode=False)
     yaml_file = tmp_path / "cfg.yaml"
     yaml_file.write_text("env: coding_v0\nnum_agents: 2\nlearning_rat: 0.1\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"unknown options \['learning_rat'\]"):
