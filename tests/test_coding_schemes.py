@@ -159,6 +159,44 @@ def test_identical_candidates_earn_less_than_two_different_correct_ones() -> Non
     assert returns["identical"] < returns["different"]
 
 
+PADDED = '''def has_close_elements(numbers, threshold):
+    """Check if in given list of numbers, are any two numbers closer to each other than
+    given threshold. The docstring re-typed, and comments, cost words and change no outcome.
+    """
+    # compare every pair of numbers once
+    for i in range(len(numbers)):
+        # the second index starts after the first
+        for j in range(i + 1, len(numbers)):
+            if abs(numbers[i] - numbers[j]) < threshold:  # close enough
+                return True
+    return False
+'''
+
+
+def test_pricing_the_longest_reply_pays_for_brevity_never_for_a_wrong_or_empty_program() -> None:
+    """``reward_weights={"reply_token": w}`` (the turn's longest reply, whitespace tokens): the same correct program
+    without its padding earns more; a short wrong program and an empty reply earn less than the padded correct one;
+    at the default (0) padding costs nothing. Both coders' replies count through the longer one."""
+    def first_reward(weights: dict[str, float] | None, first: str, second: str) -> tuple[float, dict]:
+        env = coding_env(num_agents=2, scheme="propose_verify", reward_weights=weights)
+        env.reset(seed=0, options={"task_id": TASK})
+        _, rewards, _, _, infos = env.step({"coder_1": first, "coder_2": second})
+        return rewards["coder_1"], infos["coder_1"]["reward_components"]
+
+    priced = {"reply_token": 0.002}
+    plain, components = first_reward(priced, _fence(CORRECT), _fence(CORRECT_OTHER))
+    longest = max(len(_fence(CORRECT).split()), len(_fence(CORRECT_OTHER).split()))
+    assert components["step_longest_reply_tokens"] == components["longest_reply_tokens"] == longest
+    padded, _ = first_reward(priced, _fence(PADDED), _fence(CORRECT_OTHER))
+    wrong, _ = first_reward(priced, _fence(WRONG), _fence(WRONG))
+    empty, _ = first_reward(priced, "", "")
+    assert plain > padded > max(wrong, empty)
+    assert padded - plain == pytest.approx(-0.002 * (len(_fence(PADDED).split()) - longest))
+    unpriced_plain, _ = first_reward(None, _fence(CORRECT), _fence(CORRECT_OTHER))
+    unpriced_padded, _ = first_reward(None, _fence(PADDED), _fence(CORRECT_OTHER))
+    assert unpriced_plain == pytest.approx(unpriced_padded)
+
+
 def test_tester_asserts_break_a_visible_tie_and_the_verifier_the_rest() -> None:
     # A candidate special-cased to the visible tests ties the correct one on them; the tester's new asserts do not.
     env = coding_env(num_agents=3, scheme="propose_verify")

@@ -28,6 +28,18 @@ def test_bounded_length_score(length: int, score: float) -> None:
     assert math.isclose(bounded_length_score(length, 10, 20), score)
 
 
+def test_the_longest_reply_cost_telescopes_into_the_return() -> None:
+    weights = RewardWeights(reply_token=0.002)
+    scores = [team_score(q, c, weights) for q, c in [(0.5, 0.4), (0.9, 0.6)]]
+    longest = [120, 30]
+    previous, total = 0.0, 0.0
+    for score, words in zip(scores, longest, strict=True):
+        total += joint_step_reward(score, previous, 0, 0, weights, words)
+        previous = score
+    assert math.isclose(total, 0.9 + 0.5 * 0.6 - 0.05 * 2 - 0.002 * 150)
+    assert RewardWeights().reply_token == 0.0  # off unless asked for: the envs' returns are as they were
+
+
 def test_weights_are_validated_with_clear_messages() -> None:
     with pytest.raises(ValueError, match=r"RewardWeights.turn: expected a finite number >= 0, got -1"):
         RewardWeights(turn=-1)

@@ -121,6 +121,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         "score",
         "team_return",
         "message_tokens",
+        "longest_reply_tokens",
         "invalid_actions",
         "end_reason",
         "last_assessment",
@@ -224,6 +225,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.score = 0.0
         self.team_return = 0.0
         self.message_tokens = 0
+        self.longest_reply_tokens = 0
         self.invalid_actions = 0
         self.end_reason: str | None = None
         self.last_assessment: Assessment | None = None
@@ -260,6 +262,9 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
                 self.channel.post(message)
                 step_tokens += message.num_tokens
         step_invalid = sum(1 for a in live if parsed[a].problems or sanitized[a].truncated)
+        # The agents reply in parallel: the turn lasts as long as its longest reply (core/rewards.py, w_r).
+        step_longest = max(len(sanitized[a].text.split()) for a in live)
+        self.longest_reply_tokens += step_longest
         self.message_tokens += step_tokens
         self.invalid_actions += step_invalid
 
@@ -282,7 +287,8 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             if magrpo.early_terminated:  # the official trainer stops this branch: everyone terminates
                 outcome = TurnOutcome(frozenset(live), frozenset(), "magrpo_threshold")
         else:
-            reward = joint_step_reward(self.score, previous_score, step_tokens, step_invalid, self.reward_weights)
+            reward = joint_step_reward(self.score, previous_score, step_tokens, step_invalid, self.reward_weights,
+                                       step_longest)
         self.team_return += reward
         self.end_reason = outcome.reason
 
@@ -299,6 +305,8 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             "invalid_actions": self.invalid_actions,
             "step_message_tokens": step_tokens,
             "step_invalid_actions": step_invalid,
+            "longest_reply_tokens": self.longest_reply_tokens,
+            "step_longest_reply_tokens": step_longest,
         }
         infos = {a: self._step_info(a, parsed[a], sanitized[a], components, assessment, reward) for a in live}
         for agent in live:

@@ -13,12 +13,13 @@ not a resemblance between texts.
 
 Joint reward of step ``t`` (``reward_mode="joint"``, the default), with ``S_0 = 0``:
 
-    r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t
+    r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t - w_r * longest_reply_t
 
 The score enters as a difference (potential-based shaping, Ng et al. 1999), so the undiscounted return telescopes to
 exactly the episode-level objective
 
     R = w_q * quality + w_c * consistency - w_t * turns - w_m * message_tokens - w_inv * invalid_actions
+        - w_r * sum_t longest_reply_t
 
 of the final drafts: quality and consistency are paid once, not once per turn, so dragging an episode out never pays,
 while every turn, message token and malformed action costs. Each component is reported in ``infos``.
@@ -32,6 +33,15 @@ large one in coding (0.08: one turn is most of it). A larger ``w_t`` would speed
 also pay a team to stop revising parts that a turn could still improve, and every margin of the integrity suite is
 stated in it (a degenerate strategy must lose by half a turn, 0.025); so the default stays 0.05, and a study that
 wants ending early to weigh more passes ``reward_weights={"turn": ...}``.
+
+Latency within a turn. The agents of a turn reply in parallel, so a turn lasts as long as its longest reply:
+``longest_reply_t`` is the whitespace tokens of the longest action of turn ``t``, and the sum over turns is the
+episode's critical path in those units. ``w_r`` (``reply_token``) prices it; it is 0 by default (the envs' returns are
+as they were), and a recipe that trains a team to be no slower than one agent sets it. What it can pay for, and why
+that loses to honest work: an empty or truncated reply saves its tokens but loses the quality it would have earned
+(at ``w_r = 0.002`` a 100-token reply costs 0.2, a passing program earns ``w_q`` = 1); a reply that drops padding
+(a re-typed docstring, comments) keeps its quality and costs less, which is the point
+(``tests/test_coding_schemes.py``).
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ class RewardWeights:
     """w_m: cost per whitespace token of messages sent between agents."""
     invalid_action: float = 0.05
     """w_inv: cost per action that broke the protocol (empty, unclosed tag, unknown recipient...)."""
+    reply_token: float = 0.0
+    """w_r: cost per whitespace token of each turn's longest reply (latency within a turn; 0: not priced)."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -89,14 +101,17 @@ def team_score(quality: float, consistency: float | None, weights: RewardWeights
 
 
 def joint_step_reward(
-    score: float, previous_score: float, message_tokens: int, invalid_actions: int, weights: RewardWeights
+    score: float, previous_score: float, message_tokens: int, invalid_actions: int, weights: RewardWeights,
+    longest_reply_tokens: int = 0,
 ) -> float:
-    """r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t (see module docstring)."""
+    """r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t - w_r * longest_reply_t (see
+    module docstring)."""
     return (
         (score - previous_score)
         - weights.turn
         - weights.message_token * message_tokens
         - weights.invalid_action * invalid_actions
+        - weights.reply_token * longest_reply_tokens
     )
 
 
