@@ -151,12 +151,12 @@ run's report and the tester's report.
 ## Infos
 `infos[agent]` after `step`: `task_id`, `role`, `turn`, `score`, `team_return`, `reward`, `reward_mode`,
 `magrpo_reward`, `reward_components` (`quality`, `consistency` — `None` for one agent —, `contributions` per agent,
-`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens` and their per-step values), `quality_terms` (the terms above, plus the
-`similarity` and `duplication` diagnostics), `details` (`tests` (visible and held-out passed/total, `timed_out`,
-`backend`), `code_metrics` (radon), `tester_asserts`, `dependent_tests` per agent), `action` (`problems`, `done`,
-`messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`) and `end_reason`. Numbers and
-task-owned text only: the same for every agent, and nothing a teammate wrote. After `reset`: `task_id`, `split`,
-`role`, `turn`.
+`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens` and their per-step values), `quality_terms`
+(the terms above, plus the `similarity` and `duplication` diagnostics), `details` (`tests` (visible and held-out
+passed/total, `timed_out`, `backend`), `code_metrics` (radon), `tester_asserts`, `dependent_tests` per agent),
+`action` (`problems`, `done`, `messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`) and
+`end_reason`. Numbers and task-owned text only: the same for every agent, and nothing a teammate wrote. After
+`reset`: `task_id`, `split`, `role`, `turn`.
 
 ## Episode end
 The episode ends for everyone when the team's program (in the candidate schemes: the candidate the rule picked)

@@ -84,11 +84,11 @@ more (writing keeps no private diagnostics).
 ## Infos
 `infos[agent]` after `step`: `task_id`, `role`, `turn`, `score`, `team_return`, `reward`, `reward_mode`,
 `magrpo_reward`, `reward_components` (`quality`, `consistency` — `None` for one agent —, `contributions` per agent,
-`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens` and their per-step values), `quality_terms` (the terms above, plus the
-`similarity` and `duplication` diagnostics), `details` (`similarity_backend`, `salient_coverage`), `action`
-(`problems`, `done`, `messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`) and `end_reason`.
-Numbers and task-owned text only: the same for every agent, and nothing a teammate wrote. After `reset`: `task_id`,
-`split`, `role`, `turn`.
+`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens` and their per-step values), `quality_terms`
+(the terms above, plus the `similarity` and `duplication` diagnostics), `details` (`similarity_backend`,
+`salient_coverage`), `action` (`problems`, `done`, `messages_sent`, `truncated`, `original_length`,
+`invalid_unicode_replaced`) and `end_reason`. Numbers and task-owned text only: the same for every agent, and
+nothing a teammate wrote. After `reset`: `task_id`, `split`, `role`, `turn`.
 
 ## Episode end
 An agent that writes `<done/>` is terminated and leaves `env.agents` (its draft stays in the team's output; a reply
