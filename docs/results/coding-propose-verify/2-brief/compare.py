@@ -1,0 +1,70 @@
+"""coding-2-brief against the other conditions of the shipped coding-2's fresh headline, on its 80 pairs (RULE.md).
+
+The brief team's rows are its own study folders here (``study-seed4``, ``study-seed6``: the trained condition only);
+the untrained team, one agent, one agent's best of 2 and the shipped team (``shipped``) are the rows of
+``../../fresh-turn-noise/coding-2`` and ``coding-2-seed6``, played with the same design. Pairs are (task, seed).
+``python compare.py`` prints each comparison with its 95 % CI and p and writes ``paired.json`` here.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+from llm_marl_benchmarks.study.report import compare_pair, read_episodes
+
+HERE = Path(__file__).resolve().parent
+FRESH = HERE.parent.parent / "fresh-turn-noise"
+METRICS = ("pass_rate", "success", "turns", "critical_path_tokens", "completion_tokens")
+
+
+def rows_of(folder: Path, rename: dict[str, str] | None = None, keep: tuple[str, ...] = ()) -> list[dict]:
+    """The study log's episodes in ``folder``, conditions renamed by ``rename`` and kept if in ``keep`` (all if
+    empty)."""
+    rows = []
+    for row in read_episodes(folder / "episodes.jsonl").rows:
+        row = dict(row)
+        row["condition"] = (rename or {}).get(row["condition"], row["condition"])
+        if not keep or row["condition"] in keep:
+            rows.append(row)
+    return rows
+
+
+def main() -> None:
+    rows = []
+    for seed_folder in ("coding-2", "coding-2-seed6"):
+        rows += rows_of(FRESH / seed_folder, {"trained": "shipped"},
+                        ("shipped", "untrained", "single", "single_best_of_n"))
+    for folder in ("study-seed4", "study-seed6"):
+        if (HERE / folder / "episodes.jsonl").exists():
+            rows += rows_of(HERE / folder, keep=("trained",))
+    figures: dict = {"conditions": {}, "comparisons": {}}
+    print(f"| condition | episodes | {' | '.join(METRICS)} | credit > 0 (share of episodes, per coder) |")
+    print("|---" * (len(METRICS) + 3) + "|")
+    for condition in ("trained", "shipped", "untrained", "single", "single_best_of_n"):
+        values = [r for r in rows if r["condition"] == condition]
+        if not values:
+            continue
+        entry = {m: sum(float(r[m]) for r in values) / len(values) for m in METRICS}
+        credits = [r["contributions"] for r in values if r.get("contributions")]
+        if credits:
+            agents = sorted({a for c in credits for a in c})
+            entry["contribution_positive"] = {a: sum((c.get(a) or 0) > 0 for c in credits) / len(credits)
+                                              for a in agents}
+        figures["conditions"][condition] = {"episodes": len(values), **entry}
+        shares = ", ".join(f"{a} {v:.0%}" for a, v in entry.get("contribution_positive", {}).items()) or "—"
+        print(f"| {condition} | {len(values)} | " + " | ".join(f"{entry[m]:.3f}" for m in METRICS) + f" | {shares} |")
+    print()
+    for other in ("shipped", "untrained", "single", "single_best_of_n"):
+        for metric in ("pass_rate", "critical_path_tokens", "turns"):
+            result = compare_pair(rows, "trained", other, metric, "coding")
+            if result is None:
+                continue
+            name = f"trained - {other}: {metric}"
+            figures["comparisons"][name] = dataclasses.asdict(result)
+            print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
+                  f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
+    (HERE / "paired.json").write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
