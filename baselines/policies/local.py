@@ -240,7 +240,10 @@ class LocalModelPolicy(Policy):
         reuse_prompts: keep recent prompts' keys and values (a :class:`~llm_marl_baselines.prompt_store.PromptStore`
             of ``prompt_store_bytes``, default 1 GiB) so that a prompt that begins like an earlier one (an
             episode's next turn) prefills only the rest (default; with ``share_prefix``). The weights never change
-            here, so the store stays right; :attr:`prompt_store` is it (None when off).
+            here, so the store stays right; :attr:`prompt_store` is it (None when off). A reused prefix gives the
+            logits of a full prefill up to rounding, so in bf16 a sampled token can differ: a fresh policy replays a
+            fresh policy's calls exactly, but the same seeded call made twice on one policy may not (the second
+            reads the first's prefixes). ``reuse_prompts=False`` makes every call replay exactly.
     """
 
     name = "local"
