@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check 7 (issue 44's last target): the graph decoder's step compiled by torch.compile (Inductor) before it is
 # captured, against the uncompiled captured step and the eager decode, on one device machine. From the repository
-# root, with the wheels the machine lacks in .whl/ and make_model.py, writing-2.yaml and the default model's config
+# root, with the wheels the machine lacks in .whl/ and make_model.py (../gpu-2026-11-28/make_model.py, unchanged),
+# writing-2.yaml and the default model's config
 # and tokenizer (.gpu/smollm2-config/) in .gpu/. Each part has its own time limit; the figures land in $OUT as they
 # come.
 set -uo pipefail
