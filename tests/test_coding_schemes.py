@@ -197,6 +197,45 @@ def test_pricing_the_longest_reply_pays_for_brevity_never_for_a_wrong_or_empty_p
     assert unpriced_plain == pytest.approx(unpriced_padded)
 
 
+RAMBLE = ("\n\nThis function checks every pair of numbers and returns True when two are closer than the threshold."
+          "\n\n```python\nprint(has_close_elements([1.0, 2.0], 0.5))\n```\n\nTest your code with more inputs.")
+
+
+def test_pricing_discarded_text_taxes_what_follows_the_program_never_the_program() -> None:
+    """``reward_weights={"discarded_token": w}`` prices the words of each reply that the env keeps as neither draft,
+    message nor marker. A correct program followed by prose and a second block (what SmolLM2 coders write) earns
+    less than the same program alone, by exactly ``w`` a discarded word; the surplus moved into a message is cheaper
+    but still loses to stopping; a longer program is not taxed, so shortening the program (or writing nothing) is
+    never how the charge is avoided: the rambling correct reply still beats a wrong or empty one."""
+    def first_step(weights: dict[str, float] | None, first: str, second: str) -> tuple[float, dict]:
+        env = coding_env(num_agents=2, scheme="propose_verify", reward_weights=weights)
+        env.reset(seed=0, options={"task_id": TASK})
+        _, rewards, _, _, infos = env.step({"coder_1": first, "coder_2": second})
+        return rewards["coder_1"], infos["coder_1"]["reward_components"]
+
+    priced = {"discarded_token": 0.005}
+    clean, components = first_step(priced, _fence(CORRECT), _fence(CORRECT_OTHER))
+    assert components["step_discarded_tokens"] == components["discarded_tokens"] == 0
+    rambling, components = first_step(priced, _fence(CORRECT) + RAMBLE, _fence(CORRECT_OTHER))
+    discarded = components["step_discarded_tokens"]
+    assert discarded == sum(not word.startswith("```") for word in RAMBLE.split())  # its fences are packaging
+    assert rambling - clean == pytest.approx(-0.005 * discarded)
+    messaged, components = first_step(priced, _fence(CORRECT) + f"\n<message>{RAMBLE}</message>",
+                                      _fence(CORRECT_OTHER))
+    assert components["step_discarded_tokens"] == 0 and components["step_message_tokens"] > 0
+    assert clean > messaged > rambling
+    # The program's own length is free: a longer correct program with a comment line earns what the short one does.
+    commented = CORRECT.replace("    return False\n", "    # no two numbers were close enough\n    return False\n")
+    longer, components = first_step(priced, _fence(commented), _fence(CORRECT_OTHER))
+    assert components["step_discarded_tokens"] == 0 and longer == pytest.approx(clean)
+    wrong, _ = first_step(priced, _fence(WRONG), _fence(WRONG))
+    empty, _ = first_step(priced, "", "")
+    assert rambling > max(wrong, empty)
+    unpriced_clean, _ = first_step(None, _fence(CORRECT), _fence(CORRECT_OTHER))
+    unpriced_rambling, components = first_step(None, _fence(CORRECT) + RAMBLE, _fence(CORRECT_OTHER))
+    assert unpriced_clean == pytest.approx(unpriced_rambling) and components["discarded_tokens"] == discarded
+
+
 def test_tester_asserts_break_a_visible_tie_and_the_verifier_the_rest() -> None:
     # A candidate special-cased to the visible tests ties the correct one on them; the tester's new asserts do not.
     env = coding_env(num_agents=3, scheme="propose_verify")

@@ -36,7 +36,7 @@ from llm_marl_envs.core.config import EnvConfig, check_choice
 from llm_marl_envs.core.magrpo_episode import MagrpoEpisodeConfig, magrpo_step, official_episode_config
 from llm_marl_envs.core.observation import ObservationParts, render_observation
 from llm_marl_envs.core.protocol import ParsedAction, parse_action
-from llm_marl_envs.core.rewards import RewardWeights, joint_step_reward, team_score
+from llm_marl_envs.core.rewards import RewardWeights, discarded_words, joint_step_reward, team_score
 from llm_marl_envs.core.roles import Role
 from llm_marl_envs.core.spaces import (
     SanitizedText,
@@ -122,6 +122,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         "team_return",
         "message_tokens",
         "longest_reply_tokens",
+        "discarded_tokens",
         "invalid_actions",
         "end_reason",
         "last_assessment",
@@ -226,6 +227,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         self.team_return = 0.0
         self.message_tokens = 0
         self.longest_reply_tokens = 0
+        self.discarded_tokens = 0
         self.invalid_actions = 0
         self.end_reason: str | None = None
         self.last_assessment: Assessment | None = None
@@ -244,12 +246,16 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
 
         self.turn += 1
         step_tokens = 0
+        step_discarded = 0
         resubmitted: dict[str, bool] = {}
         for agent in live:
             action = parsed[agent]
             resubmitted[agent] = False
             if action.draft:
                 draft = self.normalize_draft(agent, action.draft)
+                # What the draft part held beyond what is kept (core/rewards.py, w_d); messages and markers are
+                # already out of action.draft.
+                step_discarded += discarded_words(action.draft, draft)
                 if draft:
                     # The same part again, from the second turn on: the agent has nothing to change, so it is done.
                     resubmitted[agent] = bool(before[agent]) and draft == before[agent]
@@ -265,6 +271,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         # The agents reply in parallel: the turn lasts as long as its longest reply (core/rewards.py, w_r).
         step_longest = max(len(sanitized[a].text.split()) for a in live)
         self.longest_reply_tokens += step_longest
+        self.discarded_tokens += step_discarded
         self.message_tokens += step_tokens
         self.invalid_actions += step_invalid
 
@@ -288,7 +295,7 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
                 outcome = TurnOutcome(frozenset(live), frozenset(), "magrpo_threshold")
         else:
             reward = joint_step_reward(self.score, previous_score, step_tokens, step_invalid, self.reward_weights,
-                                       step_longest)
+                                       step_longest, step_discarded)
         self.team_return += reward
         self.end_reason = outcome.reason
 
@@ -307,6 +314,8 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
             "step_invalid_actions": step_invalid,
             "longest_reply_tokens": self.longest_reply_tokens,
             "step_longest_reply_tokens": step_longest,
+            "discarded_tokens": self.discarded_tokens,
+            "step_discarded_tokens": step_discarded,
         }
         infos = {a: self._step_info(a, parsed[a], sanitized[a], components, assessment, reward) for a in live}
         for agent in live:

@@ -14,12 +14,13 @@ not a resemblance between texts.
 Joint reward of step ``t`` (``reward_mode="joint"``, the default), with ``S_0 = 0``:
 
     r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t - w_r * longest_reply_t
+          - w_d * discarded_tokens_t
 
 The score enters as a difference (potential-based shaping, Ng et al. 1999), so the undiscounted return telescopes to
 exactly the episode-level objective
 
     R = w_q * quality + w_c * consistency - w_t * turns - w_m * message_tokens - w_inv * invalid_actions
-        - w_r * sum_t longest_reply_t
+        - w_r * sum_t longest_reply_t - w_d * sum_t discarded_tokens_t
 
 of the final drafts: quality and consistency are paid once, not once per turn, so dragging an episode out never pays,
 while every turn, message token and malformed action costs. Each component is reported in ``infos``.
@@ -42,11 +43,24 @@ that loses to honest work: an empty or truncated reply saves its tokens but lose
 (at ``w_r = 0.002`` a 100-token reply costs 0.2, a passing program earns ``w_q`` = 1); a reply that drops padding
 (a re-typed docstring, comments) keeps its quality and costs less, which is the point
 (``tests/test_coding_schemes.py``).
+
+Text the env throws away. ``discarded_tokens_t`` counts, over the agents of turn ``t``, the whitespace tokens of each
+reply that became neither the agent's stored draft nor a message nor the ``<done/>`` marker: what the env's
+``normalize_draft`` drops (in coding: prose around the code block, a second code block, a redefinition or a
+top-level test after the function; in writing nothing, as the draft is the reply). ``w_d`` (``discarded_token``)
+prices it, 0 by default. Why it exists: a coder of SmolLM2-135M closes its code block and goes on writing (17 of 24
+first replies of the shipped coding-2 on train-split tasks ran to the 160-token cap, against 3 of 12 for one agent;
+``docs/results/coding-propose-verify/2-trim``), so its turns are long for nothing the env keeps, and ``w_r`` prices
+that waste only as much as the program itself. Unlike ``w_r``, ``w_d`` cannot be earned by writing less of the
+program: a reply with no discarded text costs nothing however long its program, so no honest reply is taxed and
+the cheapest way to avoid the charge is to stop after the part the env keeps. Moving the surplus into the draft (a
+docstring, dead code) or into a message is left to ``w_r`` and ``w_m`` (``tests/test_coding_schemes.py``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 
 REWARD_MODES: tuple[str, ...] = ("joint", "magrpo")
@@ -70,6 +84,9 @@ class RewardWeights:
     """w_inv: cost per action that broke the protocol (empty, unclosed tag, unknown recipient...)."""
     reply_token: float = 0.0
     """w_r: cost per whitespace token of each turn's longest reply (latency within a turn; 0: not priced)."""
+    discarded_token: float = 0.0
+    """w_d: cost per whitespace token of the replies' text that the env discards (neither draft, message nor marker;
+    0: not priced)."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -102,17 +119,29 @@ def team_score(quality: float, consistency: float | None, weights: RewardWeights
 
 def joint_step_reward(
     score: float, previous_score: float, message_tokens: int, invalid_actions: int, weights: RewardWeights,
-    longest_reply_tokens: int = 0,
+    longest_reply_tokens: int = 0, discarded_tokens: int = 0,
 ) -> float:
-    """r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t - w_r * longest_reply_t (see
-    module docstring)."""
+    """r_t = (S_t - S_{t-1}) - w_t - w_m * message_tokens_t - w_inv * invalid_actions_t - w_r * longest_reply_t
+    - w_d * discarded_tokens_t (see module docstring)."""
     return (
         (score - previous_score)
         - weights.turn
         - weights.message_token * message_tokens
         - weights.invalid_action * invalid_actions
         - weights.reply_token * longest_reply_tokens
+        - weights.discarded_token * discarded_tokens
     )
+
+
+_FENCE_MARKER = re.compile(r"`{3,}[\w+.-]*")
+
+
+def discarded_words(part: str, kept: str) -> int:
+    """``discarded_tokens`` of one action (``w_d``, module docstring): the whitespace tokens of its draft part
+    (messages and markers already out) that the stored draft ``kept`` does not hold, code-fence markers excepted (a
+    fence packages the draft; it is not surplus); never negative."""
+    words = sum(1 for word in part.split() if not _FENCE_MARKER.fullmatch(word))
+    return max(0, words - len(kept.split()))
 
 
 def bounded_length_score(length: int, low: int, high: int) -> float:

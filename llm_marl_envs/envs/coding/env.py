@@ -127,8 +127,9 @@ on the first turn only, a free second reply undid it. A started reply ends the a
 or by resubmitting its code unchanged.
 
 ## Rewards
-Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t − w_r·longest_reply_t` (`w_r` is 0
-unless a recipe prices a turn's longest reply), `S = w_q·quality + w_c·consistency`
+Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t − w_r·longest_reply_t
+− w_d·discarded_tokens_t` (`w_r` and `w_d` are 0 unless a recipe prices a turn's longest reply or the text the env
+discards), `S = w_q·quality + w_c·consistency`
 (one agent: `S = (w_q + w_c)·quality`, consistency `None`).
 Quality (:mod:`llm_marl_envs.envs.coding.quality`): 0.8 · held-out pass rate + 0.1 · syntax (the program parses and
 defines the entry point) + 0.1 · structure (each role defines its function). Consistency
@@ -151,9 +152,10 @@ run's report and the tester's report.
 ## Infos
 `infos[agent]` after `step`: `task_id`, `role`, `turn`, `score`, `team_return`, `reward`, `reward_mode`,
 `magrpo_reward`, `reward_components` (`quality`, `consistency` — `None` for one agent —, `contributions` per agent,
-`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens` and their per-step values), `quality_terms`
-(the terms above, plus the `similarity` and `duplication` diagnostics), `details` (`tests` (visible and held-out
-passed/total, `timed_out`, `backend`), `code_metrics` (radon), `tester_asserts`, `dependent_tests` per agent),
+`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens`, `discarded_tokens` and their per-step values),
+`quality_terms` (the terms above, plus the `similarity` and `duplication` diagnostics), `details` (`tests` (visible
+and held-out passed/total, `timed_out`, `backend`), `code_metrics` (radon), `tester_asserts`, `dependent_tests` per
+agent),
 `action` (`problems`, `done`, `messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`) and
 `end_reason`. Numbers and task-owned text only: the same for every agent, and nothing a teammate wrote. After
 `reset`: `task_id`, `split`, `role`, `turn`.

@@ -54,8 +54,9 @@ A string. Free text is the agent's draft (it replaces the previous one; an empty
 `<message>...</message>` goes to all teammates, `<message to="ROLE">...</message>` to one, `<done/>` finishes.
 
 ## Rewards
-Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t − w_r·longest_reply_t` (`w_r` is 0
-unless a recipe prices a turn's longest reply), with
+Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t − w_r·longest_reply_t
+− w_d·discarded_tokens_t` (`w_r` and `w_d` are 0 unless a recipe prices a turn's longest reply or the text the env
+discards), with
 `S = w_q·quality + w_c·consistency` (one agent: `S = (w_q + w_c)·quality`, consistency `None`), so the return is the
 episode objective on the final drafts.
 
@@ -84,9 +85,9 @@ more (writing keeps no private diagnostics).
 ## Infos
 `infos[agent]` after `step`: `task_id`, `role`, `turn`, `score`, `team_return`, `reward`, `reward_mode`,
 `magrpo_reward`, `reward_components` (`quality`, `consistency` — `None` for one agent —, `contributions` per agent,
-`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens` and their per-step values), `quality_terms`
-(the terms above, plus the `similarity` and `duplication` diagnostics), `details` (`similarity_backend`,
-`salient_coverage`), `action` (`problems`, `done`, `messages_sent`, `truncated`, `original_length`,
+`turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens`, `discarded_tokens` and their per-step values),
+`quality_terms` (the terms above, plus the `similarity` and `duplication` diagnostics), `details`
+(`similarity_backend`, `salient_coverage`), `action` (`problems`, `done`, `messages_sent`, `truncated`, `original_length`,
 `invalid_unicode_replaced`) and `end_reason`. Numbers and task-owned text only: the same for every agent, and
 nothing a teammate wrote. After `reset`: `task_id`, `split`, `role`, `turn`.
 

@@ -1,19 +1,23 @@
-"""coding-2-brief against the other conditions of the shipped coding-2's fresh headline, on its 80 pairs (RULE.md).
+"""A team of 2 retrained from the shipped coding-2 against the other conditions of the shipped team's fresh headline,
+on its 80 pairs (each folder's RULE.md): ``python compare_fresh.py 2-trim 2-brief``.
 
-The brief team's rows are its own study folders here (``study-seed4``, ``study-seed6``: the trained condition only);
-the untrained team, one agent, one agent's best of 2 and the shipped team (``shipped``) are the rows of
-``../../fresh-turn-noise/coding-2`` and ``coding-2-seed6``, played with the same design. Pairs are (task, seed).
-``python compare.py`` prints each comparison with its 95 % CI and p and writes ``paired.json`` here.
+The first folder's team is ``trained``: its rows are that folder's study logs (``study-seed4``, ``study-seed6``: the
+trained condition only). Each further folder's trained rows come in under the folder's name (``2-brief``). The
+untrained team, one agent, one agent's best of 2 and the shipped team (``shipped``) are the rows of
+``../fresh-turn-noise/coding-2`` and ``coding-2-seed6``, played with the same design. Pairs are (task, seed). Prints
+each comparison with its 95 % CI and p and writes ``paired.json`` into the first folder.
 """
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 from llm_marl_benchmarks.study.report import compare_pair, read_episodes
 
 HERE = Path(__file__).resolve().parent
-FRESH = HERE.parent.parent / "fresh-turn-noise"
+FRESH = HERE.parent / "fresh-turn-noise"
+BASELINES = ("shipped", "untrained", "single", "single_best_of_n")
 METRICS = ("pass_rate", "success", "turns", "critical_path_tokens", "completion_tokens")
 
 
@@ -29,18 +33,18 @@ def rows_of(folder: Path, rename: dict[str, str] | None = None, keep: tuple[str,
     return rows
 
 
-def main() -> None:
+def main(team: str, *others: str) -> None:
     rows = []
     for seed_folder in ("coding-2", "coding-2-seed6"):
-        rows += rows_of(FRESH / seed_folder, {"trained": "shipped"},
-                        ("shipped", "untrained", "single", "single_best_of_n"))
-    for folder in ("study-seed4", "study-seed6"):
-        if (HERE / folder / "episodes.jsonl").exists():
-            rows += rows_of(HERE / folder, keep=("trained",))
+        rows += rows_of(FRESH / seed_folder, {"trained": "shipped"}, BASELINES)
+    for folder, name in ((team, "trained"), *((other, other) for other in others)):
+        for seed_folder in ("study-seed4", "study-seed6"):
+            if (HERE / folder / seed_folder / "episodes.jsonl").exists():
+                rows += rows_of(HERE / folder / seed_folder, {"trained": name}, (name,))
     figures: dict = {"conditions": {}, "comparisons": {}}
     print(f"| condition | episodes | {' | '.join(METRICS)} | credit > 0 (share of episodes, per coder) |")
     print("|---" * (len(METRICS) + 3) + "|")
-    for condition in ("trained", "shipped", "untrained", "single", "single_best_of_n"):
+    for condition in ("trained", *others, *BASELINES):
         values = [r for r in rows if r["condition"] == condition]
         if not values:
             continue
@@ -54,7 +58,7 @@ def main() -> None:
         shares = ", ".join(f"{a} {v:.0%}" for a, v in entry.get("contribution_positive", {}).items()) or "—"
         print(f"| {condition} | {len(values)} | " + " | ".join(f"{entry[m]:.3f}" for m in METRICS) + f" | {shares} |")
     print()
-    for other in ("shipped", "untrained", "single", "single_best_of_n"):
+    for other in (*BASELINES, *others):
         for metric in ("pass_rate", "critical_path_tokens", "turns"):
             result = compare_pair(rows, "trained", other, metric, "coding")
             if result is None:
@@ -63,8 +67,10 @@ def main() -> None:
             figures["comparisons"][name] = dataclasses.asdict(result)
             print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
                   f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
-    (HERE / "paired.json").write_text(json.dumps(figures, indent=2) + "\n")
+    (HERE / team / "paired.json").write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) < 2:
+        sys.exit("usage: python compare_fresh.py TEAM_FOLDER [OTHER_TEAM_FOLDER ...]")
+    main(*sys.argv[1:])
