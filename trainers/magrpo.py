@@ -562,16 +562,21 @@ def _check_per_agent_rewards(roots: Sequence[TreeNode]) -> None:
     )
 
 
+EPISODE_COMPONENTS = ("quality", "consistency", "turns", "longest_reply_tokens", "discarded_tokens")
+"""The reward components each metric row averages over the step's episodes (``episode/<name>``)."""
+
+
 def _episode_values(roots: Sequence[TreeNode]) -> dict[str, list[float]]:
     """The tree's leaves' (the episodes' final outcomes) values of the env's reward components (``quality``,
-    ``consistency``, ``turns``) and of its quality terms' ``pass_rate`` (coding: held-out tests passed); the row
-    reports their means as ``episode/<name>``."""
+    ``consistency``, ``turns``, and the episode's ``longest_reply_tokens`` and ``discarded_tokens``, what ``w_r`` and
+    ``w_d`` price) and of its quality terms' ``pass_rate`` (coding: held-out tests passed); the row reports their
+    means as ``episode/<name>``."""
     leaves = [node for root in roots for node in root.nodes() if not node.children and node.steps]
     values: dict[str, list[float]] = {}
     for leaf in leaves:
         components = leaf.steps[0].reward_components
         terms = leaf.steps[0].info.get("quality_terms") or {}
-        for name, value in (*((n, components.get(n)) for n in ("quality", "consistency", "turns")),
+        for name, value in (*((n, components.get(n)) for n in EPISODE_COMPONENTS),
                             ("pass_rate", terms.get("pass_rate"))):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 values.setdefault(name, []).append(float(value))

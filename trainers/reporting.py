@@ -3,7 +3,8 @@
 Scalars carry TRL's names where the idea exists there (``reward``, ``reward_std``, ``frac_reward_zero_std``,
 ``step_time``, ``kl``, ``entropy``, ``loss``, ``clip_ratio/*``), under the ``train/`` prefix that transformers'
 TensorBoard and W&B callbacks give training logs (``rewrite_logs`` in ``transformers/integrations``); the episode
-outcomes are ``train/episode/*`` (``quality``, ``consistency``, ``turns``, ``pass_rate``) and throughput is
+outcomes are ``train/episode/*`` (``quality``, ``consistency``, ``turns``, ``longest_reply_tokens``,
+``discarded_tokens``, ``pass_rate``) and throughput is
 ``train/tokens_per_second``. The global step is the optimisation step (1, 2, ...).
 
 A resumed run continues the same records: ``metrics.jsonl`` loses the rows after the checkpoint (they are run again,

@@ -71,6 +71,8 @@ def test_two_steps_on_writing(tmp_path: Path) -> None:
     _check_run(trainer, rows, start_a, start_b, "writing_v0")
     assert rows[0]["frac_reward_zero_std"] < 1  # continuous rewards: two samples practically never tie
     assert all(0 <= r["episode/quality"] <= 1 and r["episode/turns"] == 1 for r in rows)
+    # What w_r and w_d price is reported even where they are 0; a writing reply is its draft, so nothing is discarded.
+    assert all(r["episode/longest_reply_tokens"] > 0 and r["episode/discarded_tokens"] == 0 for r in rows)
 
 
 @pytest.mark.model
