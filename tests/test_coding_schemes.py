@@ -216,6 +216,8 @@ def test_pricing_discarded_text_taxes_what_follows_the_program_never_the_program
     priced = {"discarded_token": 0.005}
     clean, components = first_step(priced, _fence(CORRECT), _fence(CORRECT_OTHER))
     assert components["step_discarded_tokens"] == components["discarded_tokens"] == 0
+    finished, components = first_step(priced, _fence(CORRECT) + "\n<done/>", _fence(CORRECT_OTHER) + "\n\n<done/>")
+    assert components["step_discarded_tokens"] == 0 and finished == pytest.approx(clean)  # the marker is no surplus
     rambling, components = first_step(priced, _fence(CORRECT) + RAMBLE, _fence(CORRECT_OTHER))
     discarded = components["step_discarded_tokens"]
     assert discarded == sum(not word.startswith("```") for word in RAMBLE.split())  # its fences are packaging

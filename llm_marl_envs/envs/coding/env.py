@@ -155,9 +155,8 @@ run's report and the tester's report.
 `turns`, `message_tokens`, `invalid_actions`, `longest_reply_tokens`, `discarded_tokens` and their per-step values),
 `quality_terms` (the terms above, plus the `similarity` and `duplication` diagnostics), `details` (`tests` (visible
 and held-out passed/total, `timed_out`, `backend`), `code_metrics` (radon), `tester_asserts`, `dependent_tests` per
-agent),
-`action` (`problems`, `done`, `messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`) and
-`end_reason`. Numbers and task-owned text only: the same for every agent, and nothing a teammate wrote. After
+agent), `action` (`problems`, `done`, `messages_sent`, `truncated`, `original_length`, `invalid_unicode_replaced`)
+and `end_reason`. Numbers and task-owned text only: the same for every agent, and nothing a teammate wrote. After
 `reset`: `task_id`, `split`, `role`, `turn`.
 
 ## Episode end
