@@ -8,9 +8,12 @@ library; a degenerate strategy that ties or beats the honest one is an exploit t
     python -m llm_marl_benchmarks.reward_integrity [--env writing|coding|both] [--sizes 1 2 3 4]
                                                    [--backends minilm tfidf] [--tasks N] [--executor auto|docker|local]
                                                    [--end-quorum all|half|any] [--scheme NAME] [--json PATH]
+                                                   [--reward-weight NAME=VALUE ...]
 
 ``--end-quorum`` plays the envs with that many finished agents ending an episode (their ``end_quorum`` setting;
 default: each env's own, writing ``"half"`` and coding ``"all"``): no ending, sooner or later, may open an exploit.
+``--reward-weight`` plays them under a recipe's reward weights (``reply_token=0.002 discarded_token=0.005``: what a
+recipe that prices replies trains on), which must open none either.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from llm_marl_benchmarks.integrity import Strategy
+from llm_marl_envs.core.rewards import RewardWeights
 from llm_marl_envs.core.termination import END_QUORUMS
 from llm_marl_envs.envs.coding.roles import DEFAULT_SCHEME, SCHEMES
 from llm_marl_envs.registry import ENV_NAMES
@@ -82,11 +86,14 @@ def _library(env_name: str, scheme: str | None = None) -> tuple[tuple[Strategy, 
 
 
 def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end_quorum: str | None = None,
-             scheme: str | None = None) -> Any:
+             scheme: str | None = None, reward_weights: Mapping[str, float] | None = None) -> Any:
     """The env under its default settings, but for team size, similarity backend, (coding) executor, ``end_quorum``
-    (``None``: the env's own) and the coding ``scheme`` (``None``: the env's default); the coding strategies play
-    the decomposable set (their honest references are its aux/main splits)."""
+    (``None``: the env's own), the coding ``scheme`` (``None``: the env's default) and ``reward_weights`` (overrides
+    of the defaults); the coding strategies play the decomposable set (their honest references are its aux/main
+    splits)."""
     quorum = {} if end_quorum is None else {"end_quorum": end_quorum}
+    if reward_weights:
+        quorum["reward_weights"] = dict(reward_weights)
     if env_name == "coding":
         return make_registered_env(env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity,
                                    executor=executor, scheme=scheme or DEFAULT_SCHEME, **quorum)
@@ -102,15 +109,16 @@ def evaluate(
     strategies: Sequence[str] | None = None,
     end_quorum: str | None = None,
     scheme: str | None = None,
+    reward_weights: Mapping[str, float] | None = None,
 ) -> list[Row]:
     """Play every strategy on the first ``tasks`` tasks with honest references, per size and backend (the coding
-    env under ``scheme``, with that scheme's library)."""
+    env under ``scheme``, with that scheme's library; ``reward_weights``: overrides of the default weights)."""
     library, task_ids = _library(env_name, scheme)
     chosen = task_ids()[:tasks]
     rows: list[Row] = []
     for similarity in backends:
         for size in sizes:
-            env = make_env(env_name, size, similarity, executor, end_quorum, scheme)
+            env = make_env(env_name, size, similarity, executor, end_quorum, scheme, reward_weights)
             setting = []
             honest_outcomes: dict[str, tuple] = {}
             for strategy in library:
@@ -172,6 +180,19 @@ def violations(rows: Sequence[Row], margin: float) -> list[Row]:
     return [r for r in rows if not r.honest and r.gap_to_honest > -margin]
 
 
+def _weight(text: str) -> tuple[str, float]:
+    """``NAME=VALUE`` of ``--reward-weight``, checked against :class:`RewardWeights` (unknown names, non-numbers and
+    negative values are refused with the weights' own message)."""
+    name, sep, value = text.partition("=")
+    try:
+        weight = float(value)
+        RewardWeights.from_value({name.strip(): weight})
+    except (TypeError, ValueError) as error:
+        reason = error if sep else "expected NAME=VALUE"
+        raise argparse.ArgumentTypeError(f"--reward-weight {text!r}: {reason}") from None
+    return name.strip(), weight
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite and print the table (and write JSON with ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -186,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{DEFAULT_SCHEME})")
     parser.add_argument("--end-quorum", choices=END_QUORUMS, default=None,
                         help="how many finished agents end an episode (the envs' end_quorum; default: each env's own)")
+    parser.add_argument("--reward-weight", action="append", default=[], metavar="NAME=VALUE", type=_weight,
+                        help="play under this reward weight instead of the default (repeatable; e.g. "
+                             "discarded_token=0.005)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--pivot", action="store_true", help="print strategy x team size tables (the env cards')")
     args = parser.parse_args(argv)
@@ -194,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     for env_name in ENV_NAMES if args.env == "both" else (args.env,):
         rows += evaluate(env_name, args.sizes, args.backends, args.tasks, args.executor, end_quorum=args.end_quorum,
-                         scheme=args.scheme)
+                         scheme=args.scheme, reward_weights=dict(args.reward_weight))
     print(table(rows))
     if args.pivot:
         for env_name, similarity in dict.fromkeys((r.env, r.similarity) for r in rows):

@@ -108,3 +108,31 @@ def test_verifier_and_fixer_work_beats_an_empty_copied_or_unchanged_part(scheme:
             by_name = {r.strategy: r.mean_return for r in rows if r.num_agents == size}
             assert set(by_name) >= {honest, *degenerate}, (size, by_name)
             assert all(by_name[name] < by_name[honest] - MARGIN for name in degenerate), (size, by_name)
+
+
+PRICED_REPLIES = {"reply_token": 0.002, "discarded_token": 0.005}
+"""coding-2-trim's reward weights (docs/results/coding-propose-verify/2-trim/recipe.yaml)."""
+
+
+@pytest.mark.parametrize("similarity", ["minilm", "tfidf"])
+@pytest.mark.parametrize("scheme", ["propose_verify", "author_fixer"])
+def test_a_recipe_that_prices_replies_opens_no_exploit(scheme: str, similarity: str) -> None:
+    """Under the weights a recipe that prices replies trains on, an empty, copied or special-cased part saves tokens
+    and must still lose to honest work, as it does under the defaults."""
+    from llm_marl_benchmarks.reward_integrity import make_env
+
+    env = make_env("coding", 2, similarity, "local", scheme=scheme, reward_weights=PRICED_REPLIES)
+    assert (env.reward_weights.reply_token, env.reward_weights.discarded_token) == (0.002, 0.005)
+    rows = evaluate("coding", sizes=(2, 3, 4), backends=(similarity,), tasks=TASKS, executor="local", scheme=scheme,
+                    reward_weights=PRICED_REPLIES)
+    assert len([r for r in rows if not r.honest]) >= 18
+    assert violations(rows, MARGIN) == []
+
+
+@pytest.mark.parametrize("bad", ["bogus=1", "discarded_token=x", "discarded_token", "turn=-1"])
+def test_a_bad_reward_weight_is_refused_with_its_reason(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from llm_marl_benchmarks.reward_integrity import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--env", "coding", "--reward-weight", bad])
+    assert stop.value.code == 2 and f"--reward-weight {bad!r}" in capsys.readouterr().err
