@@ -5,7 +5,8 @@ The first folder's team is ``trained``: its rows are that folder's study logs (`
 trained condition only). Each further folder's trained rows come in under the folder's name (``2-brief``). The
 untrained team, one agent, one agent's best of 2 and the shipped team (``shipped``) are the rows of
 ``../fresh-turn-noise/coding-2`` and ``coding-2-seed6``, played with the same design. Pairs are (task, seed). Prints
-each comparison with its 95 % CI and p and writes ``paired.json`` into the first folder.
+each comparison with its 95 % CI and p and writes ``paired.json`` into the first folder. A team played on one seed's
+pairs only (``2-end``) is compared with that seed's rows of the other conditions.
 """
 
 import dataclasses
@@ -35,12 +36,15 @@ def rows_of(folder: Path, rename: dict[str, str] | None = None, keep: tuple[str,
 
 def main(team: str, *others: str) -> None:
     rows = []
-    for seed_folder in ("coding-2", "coding-2-seed6"):
-        rows += rows_of(FRESH / seed_folder, {"trained": "shipped"}, BASELINES)
     for folder, name in ((team, "trained"), *((other, other) for other in others)):
         for seed_folder in ("study-seed4", "study-seed6"):
             if (HERE / folder / seed_folder / "episodes.jsonl").exists():
                 rows += rows_of(HERE / folder / seed_folder, {"trained": name}, (name,))
+    # A team played on one seed's pairs only is compared with the baselines of that seed, so every pair is complete.
+    played = {row["seed"] for row in rows if row["condition"] == "trained"}
+    for seed_folder in ("coding-2", "coding-2-seed6"):
+        rows += [row for row in rows_of(FRESH / seed_folder, {"trained": "shipped"}, BASELINES)
+                 if row["seed"] in played]
     figures: dict = {"conditions": {}, "comparisons": {}}
     print(f"| condition | episodes | {' | '.join(METRICS)} | credit > 0 (share of episodes, per coder) |")
     print("|---" * (len(METRICS) + 3) + "|")
