@@ -173,27 +173,29 @@ PADDED = '''def has_close_elements(numbers, threshold):
 '''
 
 
+def _first_step(weights: dict[str, float] | None, first: str, second: str) -> tuple[float, dict]:
+    """A team of two coders' first step on TASK under ``weights``: the joint reward and its components."""
+    env = coding_env(num_agents=2, scheme="propose_verify", reward_weights=weights)
+    env.reset(seed=0, options={"task_id": TASK})
+    _, rewards, _, _, infos = env.step({"coder_1": first, "coder_2": second})
+    return rewards["coder_1"], infos["coder_1"]["reward_components"]
+
+
 def test_pricing_the_longest_reply_pays_for_brevity_never_for_a_wrong_or_empty_program() -> None:
     """``reward_weights={"reply_token": w}`` (the turn's longest reply, whitespace tokens): the same correct program
     without its padding earns more; a short wrong program and an empty reply earn less than the padded correct one;
     at the default (0) padding costs nothing. Both coders' replies count through the longer one."""
-    def first_reward(weights: dict[str, float] | None, first: str, second: str) -> tuple[float, dict]:
-        env = coding_env(num_agents=2, scheme="propose_verify", reward_weights=weights)
-        env.reset(seed=0, options={"task_id": TASK})
-        _, rewards, _, _, infos = env.step({"coder_1": first, "coder_2": second})
-        return rewards["coder_1"], infos["coder_1"]["reward_components"]
-
     priced = {"reply_token": 0.002}
-    plain, components = first_reward(priced, _fence(CORRECT), _fence(CORRECT_OTHER))
+    plain, components = _first_step(priced, _fence(CORRECT), _fence(CORRECT_OTHER))
     longest = max(len(_fence(CORRECT).split()), len(_fence(CORRECT_OTHER).split()))
     assert components["step_longest_reply_tokens"] == components["longest_reply_tokens"] == longest
-    padded, _ = first_reward(priced, _fence(PADDED), _fence(CORRECT_OTHER))
-    wrong, _ = first_reward(priced, _fence(WRONG), _fence(WRONG))
-    empty, _ = first_reward(priced, "", "")
+    padded, _ = _first_step(priced, _fence(PADDED), _fence(CORRECT_OTHER))
+    wrong, _ = _first_step(priced, _fence(WRONG), _fence(WRONG))
+    empty, _ = _first_step(priced, "", "")
     assert plain > padded > max(wrong, empty)
     assert padded - plain == pytest.approx(-0.002 * (len(_fence(PADDED).split()) - longest))
-    unpriced_plain, _ = first_reward(None, _fence(CORRECT), _fence(CORRECT_OTHER))
-    unpriced_padded, _ = first_reward(None, _fence(PADDED), _fence(CORRECT_OTHER))
+    unpriced_plain, _ = _first_step(None, _fence(CORRECT), _fence(CORRECT_OTHER))
+    unpriced_padded, _ = _first_step(None, _fence(PADDED), _fence(CORRECT_OTHER))
     assert unpriced_plain == pytest.approx(unpriced_padded)
 
 
@@ -207,34 +209,28 @@ def test_pricing_discarded_text_taxes_what_follows_the_program_never_the_program
     less than the same program alone, by exactly ``w`` a discarded word; the surplus moved into a message is cheaper
     but still loses to stopping; a longer program is not taxed, so shortening the program (or writing nothing) is
     never how the charge is avoided: the rambling correct reply still beats a wrong or empty one."""
-    def first_step(weights: dict[str, float] | None, first: str, second: str) -> tuple[float, dict]:
-        env = coding_env(num_agents=2, scheme="propose_verify", reward_weights=weights)
-        env.reset(seed=0, options={"task_id": TASK})
-        _, rewards, _, _, infos = env.step({"coder_1": first, "coder_2": second})
-        return rewards["coder_1"], infos["coder_1"]["reward_components"]
-
     priced = {"discarded_token": 0.005}
-    clean, components = first_step(priced, _fence(CORRECT), _fence(CORRECT_OTHER))
+    clean, components = _first_step(priced, _fence(CORRECT), _fence(CORRECT_OTHER))
     assert components["step_discarded_tokens"] == components["discarded_tokens"] == 0
-    finished, components = first_step(priced, _fence(CORRECT) + "\n<done/>", _fence(CORRECT_OTHER) + "\n\n<done/>")
+    finished, components = _first_step(priced, _fence(CORRECT) + "\n<done/>", _fence(CORRECT_OTHER) + "\n\n<done/>")
     assert components["step_discarded_tokens"] == 0 and finished == pytest.approx(clean)  # the marker is no surplus
-    rambling, components = first_step(priced, _fence(CORRECT) + RAMBLE, _fence(CORRECT_OTHER))
+    rambling, components = _first_step(priced, _fence(CORRECT) + RAMBLE, _fence(CORRECT_OTHER))
     discarded = components["step_discarded_tokens"]
     assert discarded == sum(not word.startswith("```") for word in RAMBLE.split())  # its fences are packaging
     assert rambling - clean == pytest.approx(-0.005 * discarded)
-    messaged, components = first_step(priced, _fence(CORRECT) + f"\n<message>{RAMBLE}</message>",
-                                      _fence(CORRECT_OTHER))
+    messaged, components = _first_step(priced, _fence(CORRECT) + f"\n<message>{RAMBLE}</message>",
+                                       _fence(CORRECT_OTHER))
     assert components["step_discarded_tokens"] == 0 and components["step_message_tokens"] > 0
     assert clean > messaged > rambling
     # The program's own length is free: a longer correct program with a comment line earns what the short one does.
     commented = CORRECT.replace("    return False\n", "    # no two numbers were close enough\n    return False\n")
-    longer, components = first_step(priced, _fence(commented), _fence(CORRECT_OTHER))
+    longer, components = _first_step(priced, _fence(commented), _fence(CORRECT_OTHER))
     assert components["step_discarded_tokens"] == 0 and longer == pytest.approx(clean)
-    wrong, _ = first_step(priced, _fence(WRONG), _fence(WRONG))
-    empty, _ = first_step(priced, "", "")
+    wrong, _ = _first_step(priced, _fence(WRONG), _fence(WRONG))
+    empty, _ = _first_step(priced, "", "")
     assert rambling > max(wrong, empty)
-    unpriced_clean, _ = first_step(None, _fence(CORRECT), _fence(CORRECT_OTHER))
-    unpriced_rambling, components = first_step(None, _fence(CORRECT) + RAMBLE, _fence(CORRECT_OTHER))
+    unpriced_clean, _ = _first_step(None, _fence(CORRECT), _fence(CORRECT_OTHER))
+    unpriced_rambling, components = _first_step(None, _fence(CORRECT) + RAMBLE, _fence(CORRECT_OTHER))
     assert unpriced_clean == pytest.approx(unpriced_rambling) and components["discarded_tokens"] == discarded
 
 
