@@ -91,13 +91,13 @@ def make_env(env_name: str, num_agents: int, similarity: str, executor: str, end
     (``None``: the env's own), the coding ``scheme`` (``None``: the env's default) and ``reward_weights`` (overrides
     of the defaults); the coding strategies play the decomposable set (their honest references are its aux/main
     splits)."""
-    quorum = {} if end_quorum is None else {"end_quorum": end_quorum}
+    overrides: dict[str, Any] = {} if end_quorum is None else {"end_quorum": end_quorum}
     if reward_weights:
-        quorum["reward_weights"] = dict(reward_weights)
+        overrides["reward_weights"] = dict(reward_weights)
     if env_name == "coding":
         return make_registered_env(env_name, num_agents=num_agents, dataset="decomposable", similarity=similarity,
-                                   executor=executor, scheme=scheme or DEFAULT_SCHEME, **quorum)
-    return make_registered_env(env_name, num_agents=num_agents, similarity=similarity, **quorum)
+                                   executor=executor, scheme=scheme or DEFAULT_SCHEME, **overrides)
+    return make_registered_env(env_name, num_agents=num_agents, similarity=similarity, **overrides)
 
 
 def evaluate(
@@ -184,13 +184,14 @@ def _weight(text: str) -> tuple[str, float]:
     """``NAME=VALUE`` of ``--reward-weight``, checked against :class:`RewardWeights` (unknown names, non-numbers and
     negative values are refused with the weights' own message)."""
     name, sep, value = text.partition("=")
+    name = name.strip()
     try:
         weight = float(value)
-        RewardWeights.from_value({name.strip(): weight})
+        RewardWeights.from_value({name: weight})
     except (TypeError, ValueError) as error:
         reason = error if sep else "expected NAME=VALUE"
         raise argparse.ArgumentTypeError(f"--reward-weight {text!r}: {reason}") from None
-    return name.strip(), weight
+    return name, weight
 
 
 def main(argv: Sequence[str] | None = None) -> int:
