@@ -338,6 +338,10 @@ def episode_row(
     ``selected``; it shows whether a later turn's program was better or worse than an earlier one's (a figure's
     episode dynamics, not its outcome: the outcome is the last turn's). ``None`` for an env without tests.
 
+    ``said_done``: per agent, the turn whose action said ``<done/>`` (the env's own parse of it; the agent acts no
+    more after it), or None. ``end_reason`` says how the episode ended; this says who was ready when, e.g. a team
+    that ran out its budget because one coder said it on turn 1 and the other never did.
+
     The three consistency columns: ``consistency_similarity`` is the mean pairwise similarity of the agents' final
     contributions (MiniLM cosine clipped to [0, 1] with the default backend: the seeds' resemblance measure),
     ``consistency_contribution`` the env's counterfactual consistency (what the reward pays), ``duplication`` the
@@ -405,6 +409,7 @@ def episode_row(
                         for step in trajectory.steps if isinstance(step.generation, BestOfNReply)]
                        if planned.candidates > 1 else None),
         "turn_tests": turn_tests(trajectory.steps),
+        "said_done": said_done(trajectory.steps),
         "dtype": (precision or NO_PRECISION).get("dtype"),
         "device": (precision or NO_PRECISION).get("device"),
     }
@@ -427,6 +432,19 @@ def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
             row["selected"] = details.get("selected")
         trace[step.turn] = row
     return [trace[t] for t in sorted(trace)] or None
+
+
+def said_done(steps: Sequence[Any]) -> dict[str, int | None]:
+    """Per agent who acted, the turn whose action said ``<done/>`` (``infos[agent]["action"]["done"]``, the env's
+    parse), or None if none did: the ``said_done`` column of :func:`episode_row`. An agent that says it is finished
+    and acts no more (``core/termination.py``), so there is at most one such turn."""
+    turns: dict[str, int | None] = {}
+    for step in steps:
+        action = step.info.get("action")
+        turns.setdefault(step.agent, None)
+        if isinstance(action, Mapping) and action.get("done"):
+            turns[step.agent] = step.turn
+    return turns
 
 
 def token_counts(steps: Sequence[Any]) -> tuple[int | None, int | None]:

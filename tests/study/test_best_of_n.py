@@ -188,3 +188,26 @@ def test_turn_tests_trace_each_turns_program_and_candidates():
     assert trace[0]["candidates"]["coder_1"][0] == 2 and trace[0]["candidates"]["coder_2"] == [0, 0]
     assert trace[1]["visible"] == 0 and trace[1]["candidates"]["coder_1"][0] == 0
     assert execution.turn_tests([]) is None
+
+
+def test_said_done_records_who_was_ready_on_which_turn():
+    """The study row's ``said_done``: per agent, the turn whose action said ``<done/>``, or None. coder_1 sends a
+    candidate with ``<done/>`` on turn 1 and acts no more; coder_2 sends one without (a comment with the word "done"
+    is not the marker), and the episode ends by its ``<done/>`` on turn 2. One agent that resubmits its program
+    unchanged is finished too (the episode ends ``all_done``), but it never said the marker: None."""
+    script = {("coder_1", 1): ZERO + "\n<done/>", ("coder_2", 1): NONE + "\n# done when it passes",
+              ("coder_2", 2): "<done/>"}
+
+    def policy(requests: list[Any]) -> list[str]:
+        return [script[(r.agent, r.turn)] for r in requests]
+
+    env = make_env("coding", num_agents=2, max_turns=3, scheme="propose_verify", **CODING)
+    (episode,) = rollout.run_episodes([env], policy, seeds=[0], options=[{"task_id": "LME/0"}])
+    assert episode.end_reason == "all_done" and episode.turns == 2
+    assert execution.said_done(episode.steps) == {"coder_1": 1, "coder_2": 2}
+    solo = make_env("coding", num_agents=1, max_turns=2, **CODING)
+    (alone,) = rollout.run_episodes([solo], lambda requests: [NONE for _ in requests], seeds=[0],
+                                    options=[{"task_id": "LME/0"}])
+    assert alone.end_reason == "all_done" and alone.turns == 2
+    assert execution.said_done(alone.steps) == {alone.steps[0].agent: None}
+    assert execution.said_done([]) == {}
