@@ -437,7 +437,7 @@ def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
 def said_done(steps: Sequence[Any]) -> dict[str, int | None]:
     """Per agent who acted, the turn whose action said ``<done/>`` (``infos[agent]["action"]["done"]``, the env's
     parse), or None if none did: the ``said_done`` column of :func:`episode_row`. An agent that says it is finished
-    and acts no more (``core/termination.py``), so there is at most one such turn."""
+    acts no more after it (``core/termination.py``), so there is at most one such turn."""
     turns: dict[str, int | None] = {}
     for step in steps:
         action = step.info.get("action")
