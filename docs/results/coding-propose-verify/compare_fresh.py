@@ -34,17 +34,32 @@ def rows_of(folder: Path, rename: dict[str, str] | None = None, keep: tuple[str,
     return rows
 
 
-def main(team: str, *others: str) -> None:
+def team_rows(folder: str, name: str) -> list[dict]:
+    """The trained rows of a retrained team's study logs (``folder``'s ``study-seed4`` and ``study-seed6``, those
+    present), under condition ``name``."""
     rows = []
-    for folder, name in ((team, "trained"), *((other, other) for other in others)):
-        for seed_folder in ("study-seed4", "study-seed6"):
-            if (HERE / folder / seed_folder / "episodes.jsonl").exists():
-                rows += rows_of(HERE / folder / seed_folder, {"trained": name}, (name,))
-    # A team played on one seed's pairs only is compared with the baselines of that seed, so every pair is complete.
-    played = {row["seed"] for row in rows if row["condition"] == "trained"}
+    for seed_folder in ("study-seed4", "study-seed6"):
+        if (HERE / folder / seed_folder / "episodes.jsonl").exists():
+            rows += rows_of(HERE / folder / seed_folder, {"trained": name}, (name,))
+    return rows
+
+
+def baseline_rows(seeds: set[int] | None = None) -> list[dict]:
+    """The shipped team's fresh headline: its trained rows (as ``shipped``) and the other conditions of ``BASELINES``,
+    of ``seeds`` only when given."""
+    rows = []
     for seed_folder in ("coding-2", "coding-2-seed6"):
         rows += [row for row in rows_of(FRESH / seed_folder, {"trained": "shipped"}, BASELINES)
-                 if row["seed"] in played]
+                 if seeds is None or row["seed"] in seeds]
+    return rows
+
+
+def main(team: str, *others: str) -> None:
+    rows = team_rows(team, "trained")
+    for other in others:
+        rows += team_rows(other, other)
+    # A team played on one seed's pairs only is compared with the baselines of that seed, so every pair is complete.
+    rows += baseline_rows({row["seed"] for row in rows if row["condition"] == "trained"})
     figures: dict = {"conditions": {}, "comparisons": {}}
     print(f"| condition | episodes | {' | '.join(METRICS)} | credit > 0 (share of episodes, per coder) |")
     print("|---" * (len(METRICS) + 3) + "|")

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
-from compare_fresh import BASELINES, FRESH, HERE, rows_of
-from scipy import stats
+from compare_fresh import BASELINES, HERE, baseline_rows, team_rows
+
+from llm_marl_benchmarks.study.stats import mean_ci
 
 TEAMS = ("2-brief", "2-trim", "2-end", "2-lean", "2-tidy")
 """The retrained teams' folders, in the order they were trained."""
@@ -24,30 +24,17 @@ LABELS = {"shipped": "shipped coding-2", "untrained": "untrained team", "single"
           "single_best_of_n": "one agent, best of 2"}
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """The mean and the half-width of its 95 % t interval."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, float(stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5)
-
-
 def points() -> dict[str, dict]:
     """Each condition's episodes, pass rate and critical path (mean and CI half-width)."""
     groups: dict[str, list[dict]] = {}
-    for seed_folder in ("coding-2", "coding-2-seed6"):
-        for row in rows_of(FRESH / seed_folder, {"trained": "shipped"}, BASELINES):
-            groups.setdefault(row["condition"], []).append(row)
-    for team in TEAMS:
-        for seed_folder in ("study-seed4", "study-seed6"):
-            if (HERE / team / seed_folder / "episodes.jsonl").exists():
-                groups.setdefault(team, []).extend(rows_of(HERE / team / seed_folder, {"trained": team}, (team,)))
+    for row in baseline_rows() + [row for team in TEAMS for row in team_rows(team, team)]:
+        groups.setdefault(row["condition"], []).append(row)
     out = {}
     for condition, rows in groups.items():
         out[condition] = {"episodes": len(rows)}
         for metric in ("pass_rate", "critical_path_tokens"):
-            mean, half = mean_ci([float(r[metric]) for r in rows])
-            out[condition][metric] = {"mean": mean, "ci95_half_width": half}
+            interval = mean_ci([r[metric] for r in rows])
+            out[condition][metric] = {"mean": interval.mean, "ci95_half_width": interval.half_width}
     return out
 
 
