@@ -70,7 +70,11 @@ class PromptStore:
         self.min_tokens = min_tokens
         self._entries: OrderedDict[tuple[Hashable, bytes], StoredPrompt] = OrderedDict()
         # Candidates by (model and route key, first min_tokens tokens): a prompt shares a usable prefix only with these.
-        self._by_head: dict[tuple[Hashable, bytes], set[tuple[Hashable, bytes]]] = {}
+        # Each is an insertion-ordered dict used as a set: among stored prompts sharing equally long prefixes, the
+        # first stored wins. (A set iterated in its hash order, and the hash of a name holds the model's id(), an
+        # address, so each process broke such ties its own way; the tied entries' keys and values differ by rounding,
+        # which was enough for one study command to sample different texts in two processes.)
+        self._by_head: dict[tuple[Hashable, bytes], dict[tuple[Hashable, bytes], None]] = {}
         self._models: dict[int, weakref.ref[Any]] = {}
         self.nbytes = 0
         self.prompt_tokens = 0
@@ -123,7 +127,7 @@ class PromptStore:
         while self._entries and self.nbytes + entry.nbytes > self.max_bytes:
             self._drop(next(iter(self._entries)))
         self._entries[name] = entry
-        self._by_head.setdefault((route, ids[:self.min_tokens].tobytes()), set()).add(name)
+        self._by_head.setdefault((route, ids[:self.min_tokens].tobytes()), {})[name] = None
         self.nbytes += entry.nbytes
 
     def _route(self, model: Any, route_key: Hashable) -> Hashable:
@@ -142,7 +146,7 @@ class PromptStore:
             return
         self.nbytes -= entry.nbytes
         head = (name[0], entry.tokens[:self.min_tokens].tobytes())
-        self._by_head[head].discard(name)
+        self._by_head[head].pop(name, None)
         if not self._by_head[head]:
             del self._by_head[head]
 

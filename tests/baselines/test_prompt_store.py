@@ -65,6 +65,20 @@ def test_the_longest_stored_prefix_of_the_same_model_and_route_key_is_found() ->
     assert store.longest_prefix(model, "a", task[:4]) == (None, 0)  # too short to reuse anything
 
 
+def test_of_equally_long_prefixes_the_first_stored_wins_in_every_process() -> None:
+    """Two stored prompts share a query's prefix equally far; the first stored must win, for every model object.
+    The lookup once iterated a set whose order followed the hash of a name holding ``id(model)`` (an address), so
+    which entry won changed from process to process, and with it (by rounding) what a study sampled. Over 32 fresh
+    models, a hash-ordered choice would pick the first stored in all of them about once in 4 billion."""
+    task = tokens(1, 20)
+    for _ in range(32):
+        store, model = PromptStore(min_tokens=4), Model()
+        store.put(model, "a", [*task, 5, 6], *kv(22, 1.0))
+        store.put(model, "a", [*task, 7, 8], *kv(22, 2.0))
+        entry, length = store.longest_prefix(model, "a", [*task, 9, 9])
+        assert length == 20 and entry is not None and float(entry.keys[0][0, 0, 0]) == 1.0
+
+
 def test_the_least_recently_used_prompts_leave_to_make_room() -> None:
     per_token = 2 * LAYERS * KV_HEADS * HEAD_DIM * 4
     store, model = PromptStore(max_bytes=100 * per_token, min_tokens=4), Model()
