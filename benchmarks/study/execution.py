@@ -19,6 +19,8 @@ change of batch composition does.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from collections import Counter
@@ -338,6 +340,9 @@ def episode_row(
     ``selected``; it shows whether a later turn's program was better or worse than an earlier one's (a figure's
     episode dynamics, not its outcome: the outcome is the last turn's). ``None`` for an env without tests.
 
+    ``turn_digests``: per turn, short digests of each agent's prompt and reply (:func:`turn_digests`), so two plays
+    of one design can be checked for an exact replay without logging every turn's text.
+
     ``said_done``: per agent, the turn whose action said ``<done/>`` (the env's own parse of it; the agent acts no
     more after it), or None. ``end_reason`` says how the episode ended; this says who was ready when, e.g. a team
     that ran out its budget because one coder said it on turn 1 and the other never did.
@@ -410,14 +415,16 @@ def episode_row(
                        if planned.candidates > 1 else None),
         "turn_tests": turn_tests(trajectory.steps),
         "said_done": said_done(trajectory.steps),
+        "turn_digests": turn_digests(trajectory.steps),
         "dtype": (precision or NO_PRECISION).get("dtype"),
         "device": (precision or NO_PRECISION).get("device"),
     }
 
 
 def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
-    """Per turn, the tests the team's program (and each candidate) passed after it: the ``turn_tests`` column of
-    :func:`episode_row`. Every agent's step of a turn carries the same assessment; the first is read."""
+    """Per turn, the tests the team's program (and each candidate) passed after it, and whether a test run hit the
+    sandbox's time limit (``timed_out``: an outcome that can change with the machine's load): the ``turn_tests``
+    column of :func:`episode_row`. Every agent's step of a turn carries the same assessment; the first is read."""
     trace: dict[int, dict[str, Any]] = {}
     for step in steps:
         details = step.info.get("details", {})
@@ -425,12 +432,35 @@ def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
         if step.turn in trace or not isinstance(tests, Mapping) or "held_out_passed" not in tests:
             continue
         row: dict[str, Any] = {"turn": step.turn, "visible": tests["visible_passed"],
-                               "held_out": tests["held_out_passed"]}
+                               "held_out": tests["held_out_passed"], "timed_out": bool(tests.get("timed_out"))}
         candidates = details.get("candidates")
         if isinstance(candidates, Mapping):
             row["candidates"] = {a: [c["visible_passed"], c["held_out_passed"]] for a, c in candidates.items()}
             row["selected"] = details.get("selected")
         trace[step.turn] = row
+    return [trace[t] for t in sorted(trace)] or None
+
+
+DIGEST_CHARS = 12
+"""Hex characters kept of a SHA-256 digest in ``turn_digests``: enough to tell two texts apart, short in a log."""
+
+
+def text_digest(value: Any) -> str:
+    """A short SHA-256 digest of a text (or of JSON-encodable chat messages, as sorted-key JSON)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+
+
+def turn_digests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
+    """Per turn, a digest of each acting agent's prompt (its chat messages) and of its reply: the ``turn_digests``
+    column of :func:`episode_row`. Two plays of one design replay each other exactly when every digest matches; where
+    they do not, the first turn whose *prompts* differ was changed by the env (a test outcome, a timeout), the first
+    whose prompts match but *replies* differ by the sampler (``llm-marl bench replay_check`` reads it)."""
+    trace: dict[int, dict[str, Any]] = {}
+    for step in steps:
+        row = trace.setdefault(step.turn, {"turn": step.turn, "prompts": {}, "replies": {}})
+        row["prompts"][step.agent] = text_digest([dict(m) for m in step.messages])
+        row["replies"][step.agent] = text_digest(step.action)
     return [trace[t] for t in sorted(trace)] or None
 
 
