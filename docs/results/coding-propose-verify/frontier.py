@@ -18,7 +18,7 @@ from compare_fresh import BASELINES, HERE, baseline_rows, team_rows
 
 from llm_marl_benchmarks.study.stats import mean_ci
 
-TEAMS = ("2-brief", "2-trim", "2-end", "2-lean", "2-tidy")
+TEAMS = ("2-brief", "2-trim", "2-end", "2-lean", "2-tidy", "2-trees")
 """The retrained teams' folders, in the order they were trained."""
 LABELS = {"shipped": "shipped coding-2", "untrained": "untrained team", "single": "one agent",
           "single_best_of_n": "one agent, best of 2"}
