@@ -37,20 +37,18 @@ def compare_episode(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict
     ``cause`` (one of :data:`CAUSES`), ``turn`` (the first differing turn, ``None`` when only the final texts or the
     ending differ), ``agents`` (whose prompt or reply differs there) and ``timed_out_before`` (whether either play's
     test run timed out on the turn before, read from ``turn_tests``)."""
+    def split_at(turn: int, cause: str, agents: list[str]) -> dict[str, Any]:
+        return {"cause": cause, "turn": turn, "agents": agents,
+                "timed_out_before": _timed_out(first, turn - 1) or _timed_out(second, turn - 1)}
+
     digests = first.get("turn_digests"), second.get("turn_digests")
     if all(isinstance(d, list) for d in digests):
         split = _first_digest_split(digests[0], digests[1])
-        if split is None:
-            return None
-        turn, cause, agents = split
-        return {"cause": cause, "turn": turn, "agents": agents,
-                "timed_out_before": _timed_out(first, turn - 1) or _timed_out(second, turn - 1)}
+        return None if split is None else split_at(*split)
     tests = first.get("turn_tests") or [], second.get("turn_tests") or []
     for a, b in zip(tests[0], tests[1], strict=False):
         if _counts(a) != _counts(b):
-            return {"cause": "outcome", "turn": a.get("turn"), "agents": [],
-                    "timed_out_before": _timed_out(first, a.get("turn", 0) - 1) or
-                    _timed_out(second, a.get("turn", 0) - 1)}
+            return split_at(int(a["turn"]), "outcome", [])
     fields = ("texts", "turns", "end_reason")
     if all(first.get(f) == second.get(f) for f in fields) and len(tests[0]) == len(tests[1]):
         return None
@@ -74,7 +72,7 @@ def _first_digest_split(first: Sequence[Mapping[str, Any]], second: Sequence[Map
 
 
 def _counts(turn: Mapping[str, Any]) -> tuple[Any, ...]:
-    return turn.get("visible"), turn.get("held_out"), json.dumps(turn.get("candidates"), sort_keys=True)
+    return turn.get("visible"), turn.get("held_out"), turn.get("candidates")
 
 
 def _timed_out(row: Mapping[str, Any], turn: int) -> bool:
