@@ -3,9 +3,12 @@
 The rows come from study folders played with one design (split, seed, pairs, scheme): ``SIZE/base/`` (untrained,
 single, single_best_of_n) and ``SIZE/trained/`` (the trained condition needs the team's run folder, so it ran on its
 own with the same design), or one folder holding all four (``2-turn1/study``). Pairs are (task, seed).
-``python paired.py 2`` prints each comparison with its 95 % CI and p, and writes ``SIZE/paired.json``;
-``python paired.py 2-40 2-40-seed2`` pools the folders' pairs and writes ``pooled.json`` in the folder that holds
-them (here, this one; ``2-turn1/pooled.json`` for ``2-turn1/study 2-turn1/study-seed6``).
+``python paired.py 2`` prints each comparison with its 95 % CI and p (pass rate also as a ratio), and writes
+``SIZE/paired.json``; ``python paired.py 2-40 2-40-seed2`` pools the folders' pairs and writes ``pooled.json`` in the
+folder that holds them (here, this one; ``2-turn1/pooled.json`` for ``2-turn1/study 2-turn1/study-seed6``). Per
+condition it also gives the share of episodes whose program passes any held-out test, and for a team each agent's
+credit > 0 among those episodes: a coder's credit is its own candidate's held-out pass rate, so the first share bounds
+the passenger target's reach.
 """
 
 import dataclasses
@@ -47,22 +50,33 @@ def main(sizes: list[str]) -> None:
             agents = sorted({a for c in contributions for a in c})
             entry["contribution_positive"] = {
                 a: sum((c.get(a) or 0) > 0 for c in contributions) / len(contributions) for a in agents}
+            # The passenger target's ceiling: a coder earns credit only when its own candidate passes a held-out
+            # test, so the share that matters is among the episodes where the team's program passes one.
+            passing = [r["contributions"] for r in values if r.get("contributions") and float(r["pass_rate"]) > 0]
+            entry["contribution_positive_when_team_passes"] = {
+                a: sum((c.get(a) or 0) > 0 for c in passing) / len(passing) for a in agents} if passing else {}
+        # Episodes whose program passes at least one held-out test (the most any agent's credit > 0 can reach).
+        entry["passes_any"] = sum(float(r["pass_rate"]) > 0 for r in values) / len(values)
         figures["conditions"][condition] = {"episodes": len(values), **entry}
         shares = ", ".join(f"{a} {v:.0%}" for a, v in entry.get("contribution_positive", {}).items()) or "—"
-        print(f"| {condition} | {len(values)} | " + " | ".join(f"{entry[m]:.3f}" for m in METRICS) + f" | {shares} |")
+        given = ", ".join(f"{a} {v:.0%}" for a, v in entry.get("contribution_positive_when_team_passes", {}).items())
+        print(f"| {condition} | {len(values)} | " + " | ".join(f"{entry[m]:.3f}" for m in METRICS) + f" | {shares} |"
+              + f" passes any held-out test: {entry['passes_any']:.0%}"
+              + (f"; credit > 0 then: {given}" if given else ""))
     print()
     for team in ("trained", "untrained"):
         for other in ("untrained", "single", "single_best_of_n"):
             if team == other or not by_condition[team] or not by_condition[other]:
                 continue
             rows = [*by_condition[team].values(), *by_condition[other].values()]
-            for metric in ("pass_rate", "critical_path_tokens"):
+            for metric in ("pass_rate", "critical_path_tokens", "completion_tokens"):
                 # The study's own test: paired by task and seed when every episode has its partner, else Welch.
                 result = compare_pair(rows, team, other, metric, "coding")
                 name = f"{team} - {other}: {metric}"
                 figures["comparisons"][name] = dataclasses.asdict(result)
                 print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
-                      f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
+                      f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}"
+                      + (f" ({result.mean_a / result.mean_b:.2f}x)" if metric == "pass_rate" and result.mean_b else ""))
     # One folder: its paired.json; several: pooled.json in the folder that holds them all.
     target = ROOT / sizes[0] / "paired.json" if len(sizes) == 1 else ROOT / os.path.commonpath(sizes) / "pooled.json"
     target.write_text(json.dumps(figures, indent=2) + "\n")
