@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import platform
 import statistics
@@ -41,6 +40,7 @@ import torch
 
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import GenerationSettings
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs.rollout import ChatRequest
 from llm_marl_trainers.generation import LoraSettings, TeamModel, left_pad
 
@@ -255,8 +255,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{diff:>14}")
     print(f"fastest adapter scheme: {report['fastest_adapter_scheme']}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, report)
     return report
 
 

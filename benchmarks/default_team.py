@@ -40,13 +40,13 @@ from __future__ import annotations
 import argparse
 import collections
 import inspect
-import json
 import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.progress import EpisodeProgress
 from llm_marl_envs.registry import ENV_NAMES
 
@@ -245,9 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 figures.append(row)
                 progress.write(_line(row))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {"split": args.split, "max_turns": args.max_turns, "figures": figures}
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, payload)
     return 0
 
 

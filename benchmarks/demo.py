@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from llm_marl_baselines.collaboration import BASELINES, PLAIN, EpisodeResult, get_baseline, run_episodes
 from llm_marl_baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.progress import EpisodeProgress
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
@@ -164,11 +164,10 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     print_summary(results, f"{args.baseline} · {args.policy} policy · {elapsed:.1f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         settings_record = {**base_settings.to_dict(), "max_new_tokens": budgets}  # per env
         payload = {"settings": settings_record, "policy": args.policy, "baseline": args.baseline,
                    "elapsed_s": elapsed, "episodes": [r.to_dict() for r in results]}
-        args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_figures_json(args.json, payload, ensure_ascii=False)  # episode texts kept readable
     return 0
 
 

@@ -11,7 +11,6 @@ per agent-step without the executor.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from llm_marl_baselines.policies.scripted import protocol_action
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs import coding_v0, writing_v0
 from llm_marl_envs.sandbox import Executor, TestJob, TestReport, make_executor
 
@@ -129,8 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "args": vars(args),
             "results": [asdict(r) for r in results],
         }
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2)
+        write_figures_json(args.json, payload)
     return 0
 
 

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
+
 
 def _sync() -> None:
     import torch
@@ -210,14 +212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["agreement"] = check_agreement(args.model, args.device, args.check_dtypes, args.compile)
         print(f"[graph_decode] agreement: {json.dumps(report['agreement'])}", file=sys.stderr, flush=True)
         if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+            write_figures_json(args.json, report)
     report["timing"] = time_decode(args.model, args.device, args.dtype, args.rows, args.prompt_tokens,
                                    args.new_tokens, args.repeats, args.compile)
     print(json.dumps(report, indent=2))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, report)
     return 0
 
 

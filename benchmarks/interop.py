@@ -16,13 +16,14 @@ before any model loads.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from llm_marl_benchmarks.figures_json import write_figures_json
 
 PEERS: tuple[str, ...] = ("comlrl", "torchrl")
 
@@ -190,7 +191,4 @@ def write_json(path: Path, args: argparse.Namespace, env: str, kwargs: dict[str,
     settings = {key: value for key, value in vars(args).items() if key not in ("func", "json")}
     report = {"peer": args.peer, "env": env, "env_kwargs": kwargs, "settings": settings, "versions": versions(),
               "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "steps": records}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_suffix(path.suffix + ".tmp")
-    staging.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    staging.replace(path)
+    write_figures_json(path, report)

@@ -25,7 +25,6 @@ on the local backend, which pools nothing); a real leak grows with the episodes 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs.rollout import ChatRequest, run_episodes
 from llm_marl_envs.sandbox import BACKENDS
 from llm_marl_envs.sandbox.hostile import HOSTILE
@@ -220,8 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"[leak_check] {result['episodes']} episodes, {result['programs']} programs on {result['backend']} in "
           f"{result['wall_s']:.0f} s: " + (f"leaked {result['leaks']}" if result["leaks"] else "nothing left behind"))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, result)
     return 1 if result["leaks"] else 0
 
 

@@ -13,7 +13,6 @@ and each env first runs one scripted warm-up episode. ``--batches`` with no valu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -26,6 +25,7 @@ from llm_marl_baselines.models import load_model
 from llm_marl_baselines.policies import ActionRequest, GenerationSettings
 from llm_marl_baselines.policies.local import LocalModelPolicy, generate_with_counts
 from llm_marl_baselines.policies.scripted import ScriptedPolicy
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs.registry import ENV_NAMES
 
 # Prompts that ask for long answers, so most rows use their whole token budget (early stops idle a batch's rows).
@@ -115,8 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"({row['episodes']} episodes in {row['seconds']} s, mean turns {row['mean_turns']}, "
                       f"mean return {row['mean_return']:+.3f})", flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, report)
     return 0
 
 

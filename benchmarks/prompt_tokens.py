@@ -21,7 +21,6 @@ measures an older checkout too (``PYTHONPATH=CHECKOUT python CHECKOUT/benchmarks
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import statistics
@@ -30,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs.registry import ENV_NAMES
 
 WRITING_DRAFT = (
@@ -127,10 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[prompt_tokens] {env}: median {per_env[env]:.0f} tokens a prompt over sizes {args.sizes}, turns 1-2")
     print(f"[prompt_tokens] {args.tasks} {args.split} tasks per cell, {time.perf_counter() - started:.0f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {"split": args.split, "tasks": args.tasks, "sizes": args.sizes, "median_per_env": per_env,
                    "rows": rows}
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, payload)
     return 0
 
 

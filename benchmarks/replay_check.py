@@ -19,12 +19,12 @@ It prints a summary line per cause and a line per split episode, and ``--json PA
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study.episode_log import LOG_NAME
 from llm_marl_benchmarks.study.report import read_episodes
 
@@ -121,8 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {key}: {split['cause']} at {where}{agents}{timeout}; pass rate {split['pass_rate'][0]} -> "
               f"{split['pass_rate'][1]}, turns {split['turns'][0]} -> {split['turns'][1]}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, result)
     return 0
 
 

@@ -19,7 +19,6 @@ recipe that prices replies trains on), which must open none either.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.integrity import Strategy
 from llm_marl_envs.core.rewards import RewardWeights
 from llm_marl_envs.core.termination import END_QUORUMS
@@ -233,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in failing:
         print(f"  {r.env} n={r.num_agents} {r.similarity}: {r.strategy} {r.gap_to_honest:+.3f}")
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2), encoding="utf-8")
+        write_figures_json(args.json, [asdict(r) for r in rows])
     return 0
 
 

@@ -25,12 +25,13 @@ of a 135M model pass none); per role, the paired difference from ``solo`` over t
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from llm_marl_benchmarks.figures_json import write_figures_json
 
 CANDIDATE_SCHEMES: tuple[str, ...] = ("propose_verify", "author_fixer")
 """Schemes whose code authors each write the whole entry point (the only ones a turn-1 candidate can be run for)."""
@@ -145,8 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line)
     print(f"[role_prompts] {result['tasks']} tasks, {result['wall_s']:.0f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, result)
     return 0
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import os
 import platform
 import statistics
@@ -47,6 +46,7 @@ from typing import Any
 import torch
 
 from llm_marl_baselines.decoding import DEFAULT_TOP_K, TopKSampler, weight_first_linears
+from llm_marl_benchmarks.figures_json import write_figures_json
 
 TEMPERATURE, TOP_P = 0.7, 0.95
 SMOLLM2_VOCAB = 49_152
@@ -296,8 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
                    "torch": torch.__version__, "results": results, "decode": decode,
                    "linears": linears, "compaction": compaction}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        write_figures_json(args.json, payload)
     return 0
 
 

@@ -14,7 +14,6 @@ the host.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import socket
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs.sandbox import SandboxLimits, make_executor
 from llm_marl_envs.sandbox.hostile import HOSTILE, Hostile
 
@@ -141,8 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "args": vars(args),
             "rows": [asdict(r) for r in rows],
         }
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2)
+        write_figures_json(args.json, payload)
     return 0 if all(r.acceptable for r in rows) else 1
 
 

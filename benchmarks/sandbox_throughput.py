@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs.sandbox import (
     DEFAULT_IMAGE,
     CachingExecutor,
@@ -412,8 +413,7 @@ def _report(figures: dict[str, Any], path: str | None) -> int:
     """Print the figures; write them as JSON to ``path`` when given."""
     print(json.dumps(figures, indent=2))
     if path:
-        with open(path, "w") as handle:
-            json.dump(figures, handle, indent=2)
+        write_figures_json(path, figures)
     return 0
 
 

@@ -54,6 +54,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS: tuple[str, ...] = ("ours", "comlrl")
 TOP_K = 50
@@ -660,9 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["summary"] = summarize(comparisons)
     print_report(report)
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        path = write_figures_json(args.json, report)
         print(f"[race] wrote {path}")
     if args.plot:
         plot(report, Path(args.plot))

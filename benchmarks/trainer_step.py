@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from llm_marl_benchmarks.figures_json import write_figures_json
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS: tuple[str, ...] = ("ours", "comlrl", "trl", "floor")
 """What ``--only`` picks from."""
@@ -800,18 +802,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                      f"peak {row['peak_memory_gib']:.2f} GiB")
             print(f"[{number}/{len(cases)}] {case.name}: {shown}", file=sys.stderr, flush=True)
             if args.json:  # after every case, so a long run interrupted late still leaves its figures
-                write_json(args.json, build_report(args, settings, model, groups, results))
+                write_figures_json(args.json, build_report(args, settings, model, groups, results))
     report = build_report(args, settings, model, groups, results)
     print_report(report)
     if args.json:
-        write_json(args.json, report)
+        write_figures_json(args.json, report)
     return 1 if any("error" in row for row in results.values()) else 0
-
-
-def write_json(path: Path, report: dict[str, Any]) -> None:
-    """Write ``report`` to ``path`` (folders created)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 def build_report(args: argparse.Namespace, settings: dict[str, Any], model: str | None, groups: list[int],

@@ -55,10 +55,11 @@ def test_bench_runs_a_benchmarks_own_help(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_bench_runs_a_benchmark_with_its_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    report = tmp_path / "hostile.json"
+    report = tmp_path / "not-yet" / "hostile.json"  # a folder that does not exist: the shared writer makes it
     status = cli.main(["bench", "sandbox_hostile", "--backends", "local", "--only", "syntax_error", "infinite_loop",
                        "--timeout-s", "0.5", "--json", str(report)])
     assert status == 0
+    assert report.read_text(encoding="utf-8").endswith("}\n")  # one trailing newline, like every --json
     rows = {row["program"]: row for row in json.loads(report.read_text())["rows"]}
     assert {name: row["status"] for name, row in rows.items()} == {"infinite_loop": "timeout", "syntax_error": "error"}
     assert all(row["acceptable"] and row["seconds"] > 0 for row in rows.values())

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl_baselines.teams import BUILTIN
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.progress import StudyProgress, duration
 from llm_marl_benchmarks.study.design import (
     CONDITIONS,
@@ -322,8 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"the model ({1 - PROMPT_TOKENS['prefilled'] / PROMPT_TOKENS['prompt']:.0%} reused from earlier prompts "
               "of their batch)", flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({**figures, "config_hash": digest, "out": str(out)}, indent=2) + "\n")
+        write_figures_json(args.json, {**figures, "config_hash": digest, "out": str(out)})
     if not args.no_report:
         from llm_marl_benchmarks.study.render import build_report, print_headline
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study import stats
 from llm_marl_benchmarks.study.episode_log import LOG_NAME
 from llm_marl_benchmarks.study.report import (
@@ -726,10 +726,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_headline(log.rows)
     if args.json is not None:
         effects = [r for r in compare_conditions(log.rows) if r["team_size"] == POOLED]
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({**head, "effects": effects, "three_way": _three_way_json(log.rows),
-                                         "turns": turn_distribution(log.rows), "precision": precisions(log.rows)},
-                                        indent=2, default=str) + "\n", encoding="utf-8")
+        write_figures_json(args.json, {**head, "effects": effects, "three_way": _three_way_json(log.rows),
+                                       "turns": turn_distribution(log.rows), "precision": precisions(log.rows)},
+                           default=str)
     skipped = f" ({log.malformed} malformed line(s) skipped)" if log.malformed else ""
     print(f"\nreport: {path}{skipped}")
     return 0
