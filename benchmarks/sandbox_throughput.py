@@ -263,7 +263,10 @@ def group_env_case(base: Executor, group: int, repeats: int) -> dict[str, Any]:
     from llm_marl_envs import coding_v0
 
     def envs_on(make: Callable[[], Executor]) -> list[Any]:
-        return [coding_v0.parallel_env(num_agents=2, dataset="decomposable", similarity="tfidf", executor=make())
+        # The aux/main split by name: the joint actions below are its two parts, and the case measures the cache and
+        # the batching, which the scheme does not change (the default scheme's agents are coder_1 and coder_2).
+        return [coding_v0.parallel_env(num_agents=2, scheme="magrpo", dataset="decomposable", similarity="tfidf",
+                                       executor=make())
                 for _ in range(group)]
 
     per_env_counting, shared_counting = CountingExecutor(base), CountingExecutor(base)

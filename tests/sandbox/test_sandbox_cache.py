@@ -222,3 +222,19 @@ def test_shared_executor_wraps_each_executor_once_and_copies_drop_the_cache() ->
         shared_executor("podman")
     with pytest.raises(TypeError, match="backend: expected a backend name or an Executor, got int"):
         shared_executor(3)  # type: ignore[arg-type]
+
+
+def test_the_throughput_benchmarks_group_case_runs_and_one_shared_cache_runs_identical_steps_once() -> None:
+    """``sandbox_throughput --group-only`` end to end on the local backend (it broke silently when the default coding
+    scheme's agents stopped being ``aux``/``main``): G envs stepping the same joint action reach the sandbox with one
+    env step's jobs through the shared cache, and G times as many through per-env caches."""
+    from llm_marl_benchmarks.sandbox_throughput import run_group_case
+
+    figures = run_group_case(group=3, repeats=1, pool_size=2, backends=["local"])
+    identical, distinct = figures["identical"], figures["distinct"]
+    assert figures["backend"] == "local" and figures["group"] == 3
+    assert identical["jobs_per_env_step"] > 0
+    assert identical["shared_cache_sandbox_runs"] == identical["jobs_per_env_step"]
+    assert identical["per_env_cache_sandbox_runs"] == 3 * identical["jobs_per_env_step"]
+    assert distinct["shared_cache_sandbox_runs"] == 3 * distinct["jobs_per_env_step"]
+    assert distinct["runner_threads_s"] > 0 and distinct["runner_sequential_s"] > 0
