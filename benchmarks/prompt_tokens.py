@@ -7,8 +7,9 @@ length is a cost paid G times a group (issue 24).
 
 The episodes are held-out tasks (``--split eval``, seeds ``0..tasks-1``). Turn 1 is the observation after
 ``reset``; turn 2 the observation after one step with a fixed, realistic draft per role (:func:`turn_one_actions`:
-a two-sentence writing part, a short function for each code role, asserts for the tester, a review), so turn 2
-carries the agent's own draft, its feedback and messages as a trained team's would. The figures are medians of the
+a two-sentence writing part, a short function for each code role (a whole entry point for a candidate scheme's
+coders), asserts for the tester, a review or a verifier's choice), so turn 2 carries the agent's own draft, its
+feedback and messages as a trained team's would. Coding runs the env's default scheme. The figures are medians of the
 token counts of every live agent's prompt.
 
     python -m llm_marl_benchmarks.prompt_tokens [--tasks 20] [--split eval] [--sizes 2 3 4] [--envs writing coding]
@@ -53,8 +54,13 @@ def turn_one_actions(env: Any) -> dict[str, str]:
     params = " ".join(match.group(2).split()) if match else "*args"
     main = (f"```python\ndef {entry_point}({params}):\n    result = []\n    for item in range(3):\n"
             f"        result.append(aux(item))\n    return result\n```")
+    # A candidate (propose_verify's coders, author_fixer's author and fixer) is a whole entry point, with no aux.
+    candidate = (f"```python\ndef {entry_point}({params}):\n    result = []\n    for item in range(3):\n"
+                 f"        result.append(item)\n    return result\n```")
     visible = list(env.task["visible_tests"])[:2] or [f"assert {entry_point} is not None"]
     actions = {"aux": HELPER_DRAFT, "main": main, "solo": main,
+               **dict.fromkeys(("coder_1", "coder_2", "author", "fixer"), candidate),
+               "verifier": "Choice: coder_1. Its loop covers the examples.",
                "tester": "```python\n" + "\n".join(visible) + f"\nassert {entry_point} is not None\n```",
                "reviewer": "<message>Check the empty input and the last example.</message>The program looks close."}
     return {agent: actions[agent] for agent in env.agents}
