@@ -52,11 +52,14 @@ def turn_one_actions(env: Any) -> dict[str, str]:
     entry_point = env.task["entry_point"]
     match = next((m for m in _SIGNATURE.finditer(env.task["prompt"]) if m.group(1) == entry_point), None)
     params = " ".join(match.group(2).split()) if match else "*args"
-    main = (f"```python\ndef {entry_point}({params}):\n    result = []\n    for item in range(3):\n"
-            f"        result.append(aux(item))\n    return result\n```")
+
+    def entry_draft(element: str) -> str:
+        return (f"```python\ndef {entry_point}({params}):\n    result = []\n    for item in range(3):\n"
+                f"        result.append({element})\n    return result\n```")
+
+    main = entry_draft("aux(item)")
     # A candidate (propose_verify's coders, author_fixer's author and fixer) is a whole entry point, with no aux.
-    candidate = (f"```python\ndef {entry_point}({params}):\n    result = []\n    for item in range(3):\n"
-                 f"        result.append(item)\n    return result\n```")
+    candidate = entry_draft("item")
     visible = list(env.task["visible_tests"])[:2] or [f"assert {entry_point} is not None"]
     actions = {"aux": HELPER_DRAFT, "main": main, "solo": main,
                **dict.fromkeys(("coder_1", "coder_2", "author", "fixer"), candidate),

@@ -10,10 +10,10 @@ pairs only (``2-end``) is compared with that seed's rows of the other conditions
 """
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study.report import compare_pair, read_episodes
 
 HERE = Path(__file__).resolve().parent
@@ -86,7 +86,7 @@ def main(team: str, *others: str) -> None:
             figures["comparisons"][name] = dataclasses.asdict(result)
             print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
                   f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
-    (HERE / team / "paired.json").write_text(json.dumps(figures, indent=2) + "\n")
+    write_figures_json(HERE / team / "paired.json", figures)
 
 
 if __name__ == "__main__":

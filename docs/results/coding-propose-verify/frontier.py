@@ -11,11 +11,11 @@ hollow. The issue's targets are the region up and to the left of one agent: more
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from compare_fresh import BASELINES, HERE, baseline_rows, team_rows
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study.stats import mean_ci
 
 TEAMS = ("2-brief", "2-trim", "2-end", "2-lean", "2-tidy", "2-trees")
@@ -78,7 +78,7 @@ def main() -> None:
         name = LABELS.get(condition, f"coding-{condition}")
         print(f"| {name} | {entry['episodes']} | {p['mean']:.3f} ± {p['ci95_half_width']:.3f} | "
               f"{c['mean']:.0f} ± {c['ci95_half_width']:.0f} |")
-    args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    write_figures_json(args.json, figures)
     plot(figures, args.out)
 
 

@@ -12,11 +12,12 @@ the passenger target's reach.
 """
 
 import dataclasses
-import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
+from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study.report import compare_pair, read_episodes
 
 ROOT = Path(__file__).resolve().parent  # the study folders beside this script
@@ -28,6 +29,15 @@ def load(folder: Path) -> list[dict]:
     """The study log's episodes in ``folder`` (none when it holds no log), read as the study reads them."""
     path = folder / "episodes.jsonl"
     return [dict(row) for row in read_episodes(path).rows] if path.exists() else []
+
+
+def credit_shares(rows: list[dict], agents: Iterable[str] | None = None) -> dict[str, float]:
+    """Per agent (``agents``, else every agent credited in ``rows``), the share of ``rows`` in which its
+    counterfactual credit is > 0; empty when there are no rows."""
+    if not rows:
+        return {}
+    names = sorted(agents if agents is not None else {a for r in rows for a in r["contributions"]})
+    return {a: sum((r["contributions"].get(a) or 0) > 0 for r in rows) / len(rows) for a in names}
 
 
 def main(sizes: list[str]) -> None:
@@ -45,16 +55,13 @@ def main(sizes: list[str]) -> None:
             continue
         values = list(rows.values())
         entry = {m: sum(float(r[m]) for r in values) / len(values) for m in METRICS}
-        contributions = [r["contributions"] for r in values if r.get("contributions")]
-        if contributions:  # the passenger check: each agent's counterfactual credit > 0 in how many episodes
-            agents = sorted({a for c in contributions for a in c})
-            entry["contribution_positive"] = {
-                a: sum((c.get(a) or 0) > 0 for c in contributions) / len(contributions) for a in agents}
+        credited = [r for r in values if r.get("contributions")]
+        if credited:  # the passenger check: each agent's counterfactual credit > 0 in how many episodes
+            entry["contribution_positive"] = credit_shares(credited)
             # The passenger target's ceiling: a coder earns credit only when its own candidate passes a held-out
             # test, so the share that matters is among the episodes where the team's program passes one.
-            passing = [r["contributions"] for r in values if r.get("contributions") and float(r["pass_rate"]) > 0]
-            entry["contribution_positive_when_team_passes"] = {
-                a: sum((c.get(a) or 0) > 0 for c in passing) / len(passing) for a in agents} if passing else {}
+            entry["contribution_positive_when_team_passes"] = credit_shares(
+                [r for r in credited if float(r["pass_rate"]) > 0], agents=entry["contribution_positive"])
         # Episodes whose program passes at least one held-out test (the most any agent's credit > 0 can reach).
         entry["passes_any"] = sum(float(r["pass_rate"]) > 0 for r in values) / len(values)
         figures["conditions"][condition] = {"episodes": len(values), **entry}
@@ -79,7 +86,7 @@ def main(sizes: list[str]) -> None:
                       + (f" ({result.mean_a / result.mean_b:.2f}x)" if metric == "pass_rate" and result.mean_b else ""))
     # One folder: its paired.json; several: pooled.json in the folder that holds them all.
     target = ROOT / sizes[0] / "paired.json" if len(sizes) == 1 else ROOT / os.path.commonpath(sizes) / "pooled.json"
-    target.write_text(json.dumps(figures, indent=2) + "\n")
+    write_figures_json(target, figures)
 
 
 if __name__ == "__main__":
