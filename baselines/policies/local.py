@@ -244,6 +244,11 @@ class LocalModelPolicy(Policy):
             logits of a full prefill up to rounding, so in bf16 a sampled token can differ: a fresh policy replays a
             fresh policy's calls exactly, but the same seeded call made twice on one policy may not (the second
             reads the first's prefixes). ``reuse_prompts=False`` makes every call replay exactly.
+        prompt_store: a store to use instead of a new one (a caller that scopes reuse itself, as the study does
+            per batch, passes its own; ``reuse_prompts`` is then ignored).
+        logprobs: whether :meth:`generate`'s records carry per-token log-probabilities (default). False keeps the
+            prompt and completion ids (token counts) without keeping the logits they need (rows x tokens x
+            vocabulary of memory): what an evaluation that counts tokens wants.
     """
 
     name = "local"
@@ -259,13 +264,24 @@ class LocalModelPolicy(Policy):
         share_prefix: bool = True,
         reuse_prompts: bool = True,
         prompt_store_bytes: int = DEFAULT_MAX_BYTES,
+        prompt_store: PromptStore | None = None,
+        logprobs: bool = True,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+        if prompt_store is not None and not isinstance(prompt_store, PromptStore):
+            raise TypeError(f"prompt_store: expected a PromptStore or None, got {type(prompt_store).__name__}")
+        if not isinstance(logprobs, bool):
+            raise TypeError(f"logprobs: expected True or False, got {logprobs!r}")
         self.loaded = loaded if loaded is not None else load_model(model, dtype=dtype, device=device)
         self.batch_size = batch_size
         self.share_prefix = bool(share_prefix)
-        self.prompt_store = PromptStore(prompt_store_bytes) if reuse_prompts and self.share_prefix else None
+        if prompt_store is not None and not self.share_prefix:
+            raise ValueError("prompt_store needs share_prefix=True (prefixes are reused after the shared prefill)")
+        if prompt_store is None and reuse_prompts and self.share_prefix:
+            prompt_store = PromptStore(prompt_store_bytes)
+        self.prompt_store = prompt_store
+        self.logprobs = logprobs
 
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
         # Texts only: skips keeping the raw logits that log-probabilities need.
@@ -273,5 +289,5 @@ class LocalModelPolicy(Policy):
                                 share_prefix=self.share_prefix, prompt_store=self.prompt_store)
 
     def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
-        return generate_records(self.loaded, requests, settings, batch_size=self.batch_size,
+        return generate_records(self.loaded, requests, settings, batch_size=self.batch_size, logprobs=self.logprobs,
                                 share_prefix=self.share_prefix, prompt_store=self.prompt_store)

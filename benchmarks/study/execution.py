@@ -170,14 +170,20 @@ def model_precision(models: Iterable[Any]) -> dict[str, str | None]:
     return {"dtype": "+".join(sorted(dtypes)), "device": "+".join(sorted(devices))}
 
 
-def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> tuple[Any, dict[str, str | None]]:
-    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
-    precision its weights run in (:func:`model_precision`; every log row records it)."""
+def batch_prompt_store(spec: PolicySpec) -> Any:
+    """A new :class:`~llm_marl_baselines.prompt_store.PromptStore` for one batch (None when ``spec`` turns reuse
+    off). A store per batch: turns reuse their batch's earlier prompts and nothing else, so what a batch samples does
+    not depend on which batches ran before it in this process (the reuse changes logits by rounding only)."""
     from llm_marl_baselines.prompt_store import PromptStore
 
-    # A store per batch: turns reuse their batch's earlier prompts and nothing else, so what a batch samples does not
-    # depend on which batches ran before it in this process (the reuse changes logits by rounding only).
-    store = PromptStore(PROMPT_STORE_BYTES) if spec.reuse_prompts else None
+    return PromptStore(PROMPT_STORE_BYTES) if spec.reuse_prompts else None
+
+
+def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any,
+                    store: Any = None) -> tuple[Any, dict[str, str | None]]:
+    """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
+    precision its weights run in (:func:`model_precision`; every log row records it). ``store``: the batch's
+    :class:`~llm_marl_baselines.prompt_store.PromptStore` (None: no reuse) for a local model or a team."""
     if team_dir is not None and spec.kind != "scripted":
         key = ("team", team_dir, spec.dtype, spec.generate_rows)
         if key not in _POLICIES:
@@ -196,7 +202,7 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> tu
         from llm_marl_baselines.policies import make_policy
 
         if spec.kind == "local":
-            # The study samples through _CountedLocal with each batch's own store, never the policy's own.
+            # Loaded once per process; each batch samples through a view of it with the batch's own store (below).
             _POLICIES[key] = make_policy("local", model=spec.model, dtype=spec.dtype, batch_size=spec.generate_rows,
                                          reuse_prompts=False)
         elif spec.kind == "endpoint":
@@ -206,29 +212,14 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any) -> tu
             _POLICIES[key] = make_policy("scripted")
     policy = _POLICIES[key]
     if spec.kind == "local":
-        return _CountedLocal(policy, settings, store), model_precision([policy.loaded.model])
+        from llm_marl_baselines.policies.local import LocalModelPolicy
+
+        # Records with completion ids (the critical-path metric counts them) and no log-probabilities, like the
+        # team's above; the view shares the loaded weights.
+        view = LocalModelPolicy(loaded=policy.loaded, batch_size=policy.batch_size, share_prefix=policy.share_prefix,
+                                reuse_prompts=False, prompt_store=store, logprobs=False)
+        return view.as_rollout_policy(settings), model_precision([policy.loaded.model])
     return policy.as_rollout_policy(settings, records=False), dict(NO_PRECISION)
-
-
-class _CountedLocal:
-    """The local model as the runner's policy, returning records with completion token ids (the critical-path
-    metric counts them) but no log-probabilities (they would cost rows x tokens x vocabulary of memory). Call k
-    samples with seed ``call_seed(settings.seed, k)``, as every rollout policy does."""
-
-    def __init__(self, policy: Any, settings: Any, prompt_store: Any = None) -> None:
-        from llm_marl_baselines.policies.base import CallSeeds
-
-        self.policy, self.settings, self.prompt_store = policy, settings, prompt_store
-        self.calls = CallSeeds(settings)
-
-    def __call__(self, requests: Sequence[Any]) -> list[Any]:
-        from llm_marl_baselines.policies import ActionRequest
-        from llm_marl_baselines.policies.local import generate_records
-
-        batch = [ActionRequest.from_messages(request.agent, request.messages) for request in requests]
-        return generate_records(self.policy.loaded, batch, self.calls.next(), batch_size=self.policy.batch_size,
-                                logprobs=False, share_prefix=self.policy.share_prefix,
-                                prompt_store=self.prompt_store)
 
 
 # ---------------------------------------------------------------------------------------------------------- a batch
@@ -251,7 +242,8 @@ def run_batch(
     budget = max(design.token_budget(e.env, e.condition, e.team_size) for e in batch.episodes)
     settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p, max_new_tokens=budget,
                                   seed=_stable_seed(first.key))
-    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings)
+    store = batch_prompt_store(policy)
+    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store)
     best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
     # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick.
     policy_fn = BestOfN(model_fn, best_of_n, coding_chooser(envs)) if best_of_n else model_fn
@@ -270,7 +262,6 @@ def run_batch(
     finally:
         for env in envs:
             env.close()
-        store = getattr(model_fn, "prompt_store", None)
         if store is not None:
             PROMPT_TOKENS["prompt"] += store.prompt_tokens
             PROMPT_TOKENS["prefilled"] += store.prefilled_tokens

@@ -11,6 +11,7 @@ from baseline_helpers import default_model
 from llm_marl_baselines import models
 from llm_marl_baselines.policies import ActionRequest, GenerationSettings, make_policy
 from llm_marl_baselines.policies.local import LocalModelPolicy, encode_prompts, render_prompts
+from llm_marl_baselines.prompt_store import PromptStore
 
 pytestmark = pytest.mark.model
 
@@ -78,6 +79,30 @@ def test_local_policy_rejects_bad_arguments(tmp_path: Path) -> None:
         models.choose_dtype("int4")
     with pytest.raises(TypeError, match="model: expected a path"):
         models.resolve_model_source(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prompt_store: expected a PromptStore or None, got dict"):
+        LocalModelPolicy(loaded=default_model(), prompt_store={})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prompt_store needs share_prefix=True"):
+        LocalModelPolicy(loaded=default_model(), share_prefix=False, prompt_store=PromptStore(1 << 20))
+    with pytest.raises(TypeError, match="logprobs: expected True or False, got 1"):
+        LocalModelPolicy(loaded=default_model(), logprobs=1)  # type: ignore[arg-type]
+
+
+def test_records_without_logprobs_keep_ids_and_the_given_store_is_the_one_read() -> None:
+    """``logprobs=False``: records keep prompt and completion ids (token counts) and the same texts as with
+    log-probabilities, without them; a store passed in is the policy's store, and its prefills are counted there."""
+    settings = GenerationSettings(temperature=1.0, top_p=0.95, max_new_tokens=6, seed=5)
+    full = LocalModelPolicy(loaded=default_model(), prompt_store=PromptStore(1 << 26)).generate(REQUESTS, settings)
+    store = PromptStore(1 << 26)
+    lean_policy = LocalModelPolicy(loaded=default_model(), prompt_store=store, logprobs=False)
+    assert lean_policy.prompt_store is store
+    lean = lean_policy.generate(REQUESTS, settings)
+    assert [g.text for g in lean] == [g.text for g in full]
+    assert [g.completion_ids for g in lean] == [g.completion_ids for g in full]
+    assert all(g.completion_ids and g.prompt_ids and g.logprobs is None for g in lean)
+    assert all(g.logprobs is not None for g in full)
+    assert store.prompt_tokens == sum(len(g.prompt_ids) for g in lean)
+    # reuse_prompts=False with no store passed in keeps none.
+    assert LocalModelPolicy(loaded=default_model(), reuse_prompts=False).prompt_store is None
 
 
 def test_the_recipes_name_for_the_default_model_loads_it_offline() -> None:

@@ -203,10 +203,12 @@ def test_study_progress_prints_a_line_per_turn_with_counts_rate_and_an_eta_from_
 
 def test_each_batch_of_the_local_model_gets_its_own_prompt_store_unless_reuse_is_off(monkeypatch):
     """A store per batch: a batch's turns reuse its own earlier prompts, never another batch's, so what it samples
-    does not depend on which batches ran before it in the process."""
+    does not depend on which batches ran before it in the process. The local model samples records with token ids
+    (the critical-path metric counts them) and no log-probabilities, through the batch's store."""
     from types import SimpleNamespace
 
     from llm_marl_baselines.policies import GenerationSettings
+    from llm_marl_baselines.policies.base import RolloutPolicy
     from llm_marl_benchmarks.study import execution
     from llm_marl_benchmarks.study.cli import _policy_spec, build_parser
 
@@ -214,26 +216,32 @@ def test_each_batch_of_the_local_model_gets_its_own_prompt_store_unless_reuse_is
     tiny = _tiny_model()  # its weights say the policy's precision
     for reuse in (True, False):
         spec = PolicySpec(kind="local", reuse_prompts=reuse)
-        # An already-built local policy stands in for the model load (the slow main-preset test loads the real one).
-        monkeypatch.setitem(execution._POLICIES, ("base", spec), SimpleNamespace(share_prefix=True, loaded=tiny))
-        first, second = (execution._rollout_policy(spec, None, settings)[0] for _ in range(2))
+        first, second = execution.batch_prompt_store(spec), execution.batch_prompt_store(spec)
         if reuse:
-            assert first.prompt_store is not None and second.prompt_store is not None
-            assert first.prompt_store is not second.prompt_store
-            assert first.prompt_store.max_bytes == execution.PROMPT_STORE_BYTES
+            assert first is not None and second is not None and first is not second
+            assert first.max_bytes == execution.PROMPT_STORE_BYTES
         else:
-            assert first.prompt_store is None and second.prompt_store is None
+            assert first is None and second is None
+        # An already-built local policy stands in for the model load (the slow main-preset test loads the real one).
+        monkeypatch.setitem(execution._POLICIES, ("base", spec),
+                            SimpleNamespace(share_prefix=True, loaded=tiny, batch_size=3))
+        policy_fn, precision = execution._rollout_policy(spec, None, settings, first)
+        assert isinstance(policy_fn, RolloutPolicy) and policy_fn.records
+        assert policy_fn.policy.prompt_store is first and policy_fn.policy.logprobs is False
+        assert policy_fn.policy.loaded is tiny and policy_fn.policy.batch_size == 3
+        assert precision == execution.model_precision([tiny.model])
     assert _policy_spec(build_parser().parse_args([])).reuse_prompts
     assert not _policy_spec(build_parser().parse_args(["--no-reuse-prompts"])).reuse_prompts
     # The local model the study builds keeps no store of its own: it would only hold memory, never be read.
     import llm_marl_baselines.policies as policies
 
     built: list[dict] = []
-    monkeypatch.setattr(policies, "make_policy",
-                        lambda kind, **kwargs: built.append(kwargs) or SimpleNamespace(share_prefix=True, loaded=tiny))
+    monkeypatch.setattr(policies, "make_policy", lambda kind, **kwargs: built.append(kwargs) or SimpleNamespace(
+        share_prefix=True, loaded=tiny, batch_size=spec.generate_rows))
     spec = PolicySpec(kind="local", model="elsewhere")
     monkeypatch.setattr(execution, "_POLICIES", {})
-    assert execution._rollout_policy(spec, None, settings)[0].prompt_store is not None
+    store = execution.batch_prompt_store(spec)
+    assert execution._rollout_policy(spec, None, settings, store)[0].policy.prompt_store is store
     assert built == [{"model": "elsewhere", "dtype": spec.dtype, "batch_size": spec.generate_rows,
                       "reuse_prompts": False}]
 

@@ -1,7 +1,7 @@
 """A shipped team's headline under coupled and fresh turn noise, paired by (task, seed).
 
-    python compare.py writing SIZE     # README log, its bf16 replay (coupled), the fresh replays (writing-SIZE/ in
-                                       # bf16, writing-SIZE-float32/ where it ran)
+    python compare.py writing SIZE     # README log, its bf16 and float32 replays of 2026-11-29 (coupled), the fresh
+                                       # replays (writing-SIZE/ in bf16, writing-SIZE-float32/ where it ran)
     python compare.py coding SIZE      # the coupled bf16 log of the same design, the fresh replay (coding-SIZE/)
 
 Prints, per log and metric, trained and the other condition's means, the paired difference with its 95 % CI and p
@@ -30,6 +30,7 @@ def logs(env: str, size: str) -> dict[str, list[Path]]:
     if env == "writing":
         return {"README log (coupled)": [RESULTS / f"results-writing-{size}"],
                 "bf16 replay, 2026-11-29 (coupled)": [RESULTS / f"results-writing-{size}-precision" / "bfloat16"],
+                "float32 replay, 2026-11-29 (coupled)": [RESULTS / f"results-writing-{size}-precision" / "float32"],
                 "bf16, fresh each turn": [HERE / f"writing-{size}"],
                 "float32, fresh each turn": [HERE / f"writing-{size}-float32"]}
     return {"shipping look, bf16 (coupled)": CODING_COUPLED[size], "bf16, fresh each turn": [HERE / f"coding-{size}"]}
