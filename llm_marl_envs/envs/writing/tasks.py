@@ -26,13 +26,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llm_marl_envs.core.magrpo_episode import official_split
 from llm_marl_envs.core.tasks import (
     Task,
     TaskSource,
     check_record_split,
     check_record_text,
-    load_hub_dataset,
+    hub_rows,
     read_jsonl_located,
     record_split,
 )
@@ -61,6 +60,9 @@ def lead(text: str, max_words: int | None) -> str:
     return " ".join(kept)
 NEWS_FILE = ("test", "test_data", "lee_background.cor")
 HUB_DATASETS: dict[str, str] = {"tldr": "trl-lib/tldr", "arxiv": "OpenMLRL/arXiv_abstract"}
+HUB_SPLITS: tuple[tuple[str, str], ...] = (
+    ("train", "train"), ("validation", "eval"), ("val", "eval"), ("test", "eval"))
+"""The hub splits read (arXiv's validation split is named ``val``), and the env split each is."""
 
 
 def news_corpus_path() -> Path:
@@ -109,17 +111,10 @@ def load_hub(name: str, split_scheme: str = "hash", source_words: int | None = S
     (arXiv's is named ``val``); ``split_scheme="official"``: MAGRPO's slices (train ``train[:1100]``, eval
     ``test[:1100]`` / ``val[:1100]``)."""
     records = []
-    for hub_split, split in (("train", "train"), ("validation", "eval"), ("val", "eval"), ("test", "eval")):
-        try:
-            rows = load_hub_dataset(HUB_DATASETS[name], hub_split)
-        except ValueError:  # the dataset has no such split
-            continue
-        for index, row in enumerate(rows):
-            if split_scheme == "official" and (split := official_split(name, hub_split, index)) is None:
-                continue
-            text = str(row.get("prompt") or row.get("abstract") or row.get("text") or "")
-            text = text.rsplit("TL;DR:", 1)[0] if name == "tldr" else text
-            records.append({"task_id": f"{name}/{hub_split}/{index}", "source": text, "split": split})
+    for hub_split, index, row, split in hub_rows(name, HUB_DATASETS[name], HUB_SPLITS, split_scheme):
+        text = str(row.get("prompt") or row.get("abstract") or row.get("text") or "")
+        text = text.rsplit("TL;DR:", 1)[0] if name == "tldr" else text
+        records.append({"task_id": f"{name}/{hub_split}/{index}", "source": text, "split": split})
     return tasks_from_records(name, records, source_words)
 
 
