@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from llm_marl_envs.core.magrpo_episode import official_split
+
 SPLITS: tuple[str, ...] = ("train", "eval")
 
 EVAL_FRACTION_DENOMINATOR = 5
@@ -187,8 +189,6 @@ def hub_rows(
     split)``, over the ``hub_splits`` it has (pairs ``(hub split name, "train" or "eval")``; a split the dataset
     lacks is skipped). ``split_scheme="official"``: ``split`` is MAGRPO's slice of ``name`` instead
     (:func:`~llm_marl_envs.core.magrpo_episode.official_split`), and rows outside both slices are skipped."""
-    from llm_marl_envs.core.magrpo_episode import official_split
-
     for hub_split, named_split in hub_splits:
         try:
             rows = load_hub_dataset(dataset_id, hub_split)
