@@ -23,7 +23,7 @@ from typing import Any
 from llm_marl_baselines.collaboration import BASELINES, run_episodes
 from llm_marl_baselines.models import load_model
 from llm_marl_baselines.policies import ActionRequest, GenerationSettings
-from llm_marl_baselines.policies.local import LocalModelPolicy, generate_with_counts
+from llm_marl_baselines.policies.local import LocalModelPolicy, generate_records
 from llm_marl_baselines.policies.scripted import ScriptedPolicy
 from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_envs.registry import ENV_NAMES
@@ -45,9 +45,9 @@ def tokens_per_second(policy: LocalModelPolicy, batch: int, max_new_tokens: int,
     for seed in range(repeats):
         settings = GenerationSettings(temperature=0.7, top_p=0.95, max_new_tokens=max_new_tokens, seed=seed)
         start = time.perf_counter()
-        _, counts = generate_with_counts(policy.loaded, requests, settings, batch_size=batch)
+        records = generate_records(policy.loaded, requests, settings, batch_size=batch, logprobs=False)
         seconds += time.perf_counter() - start
-        tokens += sum(counts)
+        tokens += sum(len(r.completion_ids or ()) for r in records)  # through each row's first end token
     return {"batch": batch, "tokens": tokens, "seconds": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 1)}
 
 

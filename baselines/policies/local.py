@@ -80,21 +80,6 @@ def generate_actions(
     return [record.text for record in records]
 
 
-def generate_with_counts(
-    loaded: LoadedModel,
-    requests: Sequence[ActionRequest],
-    settings: GenerationSettings,
-    *,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    model: Any = None,
-    share_prefix: bool = True,
-) -> tuple[list[str], list[int]]:
-    """:func:`generate_actions` plus, per request, how many tokens were generated (through the first end token)."""
-    records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False,
-                               share_prefix=share_prefix)
-    return [r.text for r in records], [len(r.completion_ids or ()) for r in records]
-
-
 def generate_records(
     loaded: LoadedModel,
     requests: Sequence[ActionRequest],
