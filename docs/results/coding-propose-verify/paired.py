@@ -76,7 +76,7 @@ def main(sizes: list[str]) -> None:
             if team == other or not by_condition[team] or not by_condition[other]:
                 continue
             rows = [*by_condition[team].values(), *by_condition[other].values()]
-            for metric in ("pass_rate", "critical_path_tokens", "completion_tokens"):
+            for metric in METRICS:
                 # The study's own test: paired by task and seed when every episode has its partner, else Welch.
                 result = compare_pair(rows, team, other, metric, "coding")
                 name = f"{team} - {other}: {metric}"
