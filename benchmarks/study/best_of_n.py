@@ -10,6 +10,11 @@ tokens. A team that beats ``single`` only because it samples more is then not cr
 task's visible tests in the sandbox, and the request's reply is the candidate
 :func:`~llm_marl_envs.envs.coding.selection.select_program` keeps (the most visible tests passed; ties: the first).
 The env then steps with that reply as with any other: its feedback, reward and ending are the chosen candidate's.
+
+For the log only, an ``audit`` (:func:`coding_auditor`) may also count the held-out tests each candidate passes, after
+the choice and in a separate sandbox run, so the choice and what the agent sees are exactly what they are without it.
+It lets a study compare one agent's candidates with a team's coders candidate by candidate: how good each is alone,
+how often the best of them passes where the chosen one fails.
 """
 
 from __future__ import annotations
@@ -37,23 +42,30 @@ class BestOfNReply:
     """The chosen candidate's position in :attr:`candidates`."""
     visible_passed: tuple[int, ...]
     """Visible tests each candidate passed."""
+    held_out_passed: tuple[int, ...] | None = None
+    """Held-out tests each candidate passed, when the policy audits them (:func:`coding_auditor`); for the study log
+    only: neither the choice nor the agent ever sees them."""
 
 
 Chooser = Callable[[ChatRequest, list[str]], CandidateChoice]
 """Picks one of a request's candidate texts (e.g. :func:`coding_chooser`)."""
 
+Auditor = Callable[[ChatRequest, list[str]], tuple[int, ...]]
+"""Counts the held-out tests each of a request's candidate texts passes (e.g. :func:`coding_auditor`)."""
+
 
 class BestOfN:
     """The runner's policy with best-of-n sampling for some episodes: a request from an env in ``candidates``
     (``{env_index: n}``, n >= 2) is asked n times in the same call and answered with a :class:`BestOfNReply`; the
-    other requests pass through unchanged. ``choose`` picks among a request's candidate texts."""
+    other requests pass through unchanged. ``choose`` picks among a request's candidate texts; ``audit``, when given,
+    counts each candidate's held-out tests for the log (after the choice, which it cannot change)."""
 
     def __init__(self, policy: Callable[[list[ChatRequest]], Sequence[Completion]], candidates: Mapping[int, int],
-                 choose: Chooser) -> None:
+                 choose: Chooser, audit: Auditor | None = None) -> None:
         bad = {index: n for index, n in candidates.items() if isinstance(n, bool) or not isinstance(n, int) or n < 2}
         if bad:
             raise ValueError(f"candidates: expected {{env_index: n >= 2}}, got {bad}")
-        self.policy, self.candidates, self.choose = policy, dict(candidates), choose
+        self.policy, self.candidates, self.choose, self.audit = policy, dict(candidates), choose, audit
 
     def __call__(self, requests: Sequence[ChatRequest]) -> list[Completion]:
         asked: list[ChatRequest] = []
@@ -68,20 +80,30 @@ class BestOfN:
         groups = [completions[start:start + n] for start, n in spans]
         choosing = [i for i, (_, n) in enumerate(spans) if n > 1]
         texts = {i: [_text(c) for c in groups[i]] for i in choosing}
-        choices: dict[int, CandidateChoice] = {}
+        choices: dict[int, tuple[CandidateChoice, tuple[int, ...] | None]] = {}
         if choosing:
             # Each choice waits on the sandbox: run them side by side, as the runner steps sandboxed envs.
             with ThreadPoolExecutor(max_workers=min(16, len(choosing)), thread_name_prefix="best-of-n") as pool:
-                choices = dict(zip(choosing, pool.map(lambda i: self.choose(requests[i], texts[i]), choosing),
+                choices = dict(zip(choosing, pool.map(lambda i: self._choose(requests[i], texts[i]), choosing),
                                    strict=True))
         replies: list[Completion] = []
         for i, group in enumerate(groups):
             if i not in choices:
                 replies.append(group[0])
                 continue
-            choice = choices[i]
-            replies.append(BestOfNReply(texts[i][choice.index], tuple(group), choice.index, choice.visible_passed))
+            choice, held_out = choices[i]
+            replies.append(BestOfNReply(texts[i][choice.index], tuple(group), choice.index, choice.visible_passed,
+                                        held_out))
         return replies
+
+    def _choose(self, request: ChatRequest, texts: list[str]) -> tuple[CandidateChoice, tuple[int, ...] | None]:
+        choice = self.choose(request, texts)
+        if self.audit is None:
+            return choice, None
+        held_out = tuple(self.audit(request, texts))
+        if len(held_out) != len(texts):
+            raise RuntimeError(f"audit returned {len(held_out)} counts for {len(texts)} candidates")
+        return choice, held_out
 
 
 def _text(completion: Completion) -> str:
@@ -113,3 +135,18 @@ def coding_chooser(envs: Sequence[Any]) -> Chooser:
         return select_program(programs, visible_test_runner(env.executor, env.task["visible_tests"]))
 
     return choose
+
+
+def coding_auditor(envs: Sequence[Any]) -> Auditor:
+    """Counts the held-out tests each of a request's candidates passes, in its env's sandbox executor, as the coding
+    env counts them for a team's candidates (the same program: :func:`candidate_program`; a candidate with no
+    runnable code passes none and is not run). For the study log only: the held-out tests decide the reward, so
+    nothing an agent sees or the choice reads may come from them."""
+
+    def audit(request: ChatRequest, texts: list[str]) -> tuple[int, ...]:
+        env = envs[request.env_index]
+        programs = [candidate_program(env, request.agent, text) for text in texts]
+        # The visible tests' runner runs any asserts: here the held-out ones, in a batch of their own.
+        return tuple(visible_test_runner(env.executor, env.task["held_out_tests"])(programs))
+
+    return audit

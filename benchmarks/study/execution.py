@@ -31,7 +31,7 @@ from typing import Any
 
 from llm_marl_baselines.collaboration import draft_part
 from llm_marl_benchmarks.progress import LockstepTurn
-from llm_marl_benchmarks.study.best_of_n import BestOfN, BestOfNReply, coding_chooser
+from llm_marl_benchmarks.study.best_of_n import BestOfN, BestOfNReply, coding_auditor, coding_chooser
 from llm_marl_benchmarks.study.design import CONDITIONS, PlannedEpisode, StudyDesign
 
 BATCHING: dict[str, str] = {
@@ -245,8 +245,9 @@ def run_batch(
     store = batch_prompt_store(policy)
     model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store)
     best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
-    # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick.
-    policy_fn = BestOfN(model_fn, best_of_n, coding_chooser(envs)) if best_of_n else model_fn
+    # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick;
+    # each candidate's held-out tests are counted for the log (after the choice, which they cannot change).
+    policy_fn = BestOfN(model_fn, best_of_n, coding_chooser(envs), coding_auditor(envs)) if best_of_n else model_fn
     turns = _TurnCounter(batch, envs, [design.turn_budget(e.condition) for e in batch.episodes], on_turn)
     start = time.perf_counter()
     ended: dict[int, float] = {}
@@ -324,7 +325,8 @@ def episode_row(
     precision and not in another (sampling differs), so every row says which it was played in.
 
     ``candidates_per_turn``: the candidates the agent sampled a turn (1 but for ``single_best_of_n``), and for a
-    best-of-n episode ``selections``: per turn, the visible tests each candidate passed and the one sent.
+    best-of-n episode ``selections``: per turn, the visible tests each candidate passed, the one sent, and (logged
+    only, never seen by the agent or the choice) the held-out tests each passed.
 
     ``turn_tests`` (coding): per turn, the tests the team's program passed then (``visible``, ``held_out``) and, in
     the candidate schemes, each candidate's (``candidates``: ``{agent: [visible, held_out]}``) and the one
@@ -401,7 +403,9 @@ def episode_row(
         "worker": worker,
         "candidates_per_turn": planned.candidates,
         "selections": ([{"turn": step.turn, "chosen": step.generation.chosen,
-                         "visible_passed": list(step.generation.visible_passed)}
+                         "visible_passed": list(step.generation.visible_passed),
+                         "held_out_passed": (list(step.generation.held_out_passed)
+                                             if step.generation.held_out_passed is not None else None)}
                         for step in trajectory.steps if isinstance(step.generation, BestOfNReply)]
                        if planned.candidates > 1 else None),
         "turn_tests": turn_tests(trajectory.steps),

@@ -11,7 +11,13 @@ import pytest
 
 from llm_marl_baselines.policies import Generation
 from llm_marl_benchmarks.study import execution
-from llm_marl_benchmarks.study.best_of_n import BestOfN, BestOfNReply, candidate_program, coding_chooser
+from llm_marl_benchmarks.study.best_of_n import (
+    BestOfN,
+    BestOfNReply,
+    candidate_program,
+    coding_auditor,
+    coding_chooser,
+)
 from llm_marl_benchmarks.study.design import StudyDesign
 from llm_marl_benchmarks.study.execution import PolicySpec, make_batches, run_batch, token_counts
 from llm_marl_envs import rollout
@@ -97,6 +103,19 @@ def test_the_env_steps_with_the_chosen_candidate_and_counts_what_the_choice_coun
     assert [step.info["details"]["tests"]["visible_passed"] for step in trajectory.steps] == [2, 3]
     assert trajectory.end_reason == "solved" and trajectory.turns == 2
     assert trajectory.final_info["details"]["tests"]["held_out_passed"] == 4
+    assert all(r.held_out_passed is None for r in replies)  # no audit asked for
+    # With the audit: the same choices and actions, and each candidate's held-out tests counted beside them; the
+    # chosen candidate's count is the env's own.
+    env = make_env("coding", num_agents=1, max_turns=4, **CODING)
+    audited = BestOfN(Candidates({1: [PROSE, ZERO, NONE], 2: [PROSE, NONE, reference()]}), {0: 3},
+                      coding_chooser([env]), coding_auditor([env]))
+    (again,) = rollout.run_episodes([env], audited, seeds=[0], options=[{"task_id": "LME/0"}])
+    replies = [step.generation for step in again.steps]
+    assert [(r.chosen, r.visible_passed) for r in replies] == [(1, (0, 2, 0)), (2, (2, 0, 3))]
+    assert [step.action for step in again.steps] == [ZERO, reference()]
+    held_out = [step.info["details"]["tests"]["held_out_passed"] for step in again.steps]
+    assert [r.held_out_passed[r.chosen] for r in replies] == held_out and held_out[-1] == 4
+    assert replies[0].held_out_passed[0] == 0 and replies[1].held_out_passed == (held_out[0], 0, 4)
     # The same candidates without selection: the first (prose) every turn, so nothing is ever run.
     env = make_env("coding", num_agents=1, max_turns=2, **CODING)
     (alone,) = rollout.run_episodes([env], Candidates({1: [PROSE, ZERO, NONE], 2: [PROSE, NONE, reference()]}),
@@ -142,6 +161,8 @@ def test_single_best_of_n_plays_beside_single_with_the_team_size_as_n(monkeypatc
         assert best["candidates_per_turn"] == size and single["candidates_per_turn"] == 1
         assert [s["chosen"] for s in best["selections"]] == [1]
         assert len(best["selections"][0]["visible_passed"]) == size
+        # Each candidate's held-out tests, for the log: the wrong one passes none, the references every one.
+        assert best["selections"][0]["held_out_passed"] == [0] + [turn_total(best)] * (size - 1)
         assert best["end_reason"] == "solved" and best["pass_rate"] == 1.0 and best["turns"] == 1
         assert single["pass_rate"] == 0.0 and single["selections"] is None and single["end_reason"] != "solved"
         # The per-turn trace: the best-of-n agent's one turn passed every test, the single agent's none on any.
@@ -154,6 +175,17 @@ def test_single_best_of_n_plays_beside_single_with_the_team_size_as_n(monkeypatc
         assert best["completion_tokens"] == sum([10, 30, 20][:size])
         assert best["critical_path_tokens"] == 30
         assert single["completion_tokens"] == single["critical_path_tokens"] == 10 * single["turns"]
+
+
+def turn_total(row: dict[str, Any]) -> int:
+    return row["turn_tests"][-1]["held_out"]
+
+
+def test_an_audit_that_miscounts_is_an_error():
+    env = make_env("coding", num_agents=1, max_turns=1, **CODING)
+    policy = BestOfN(Candidates({1: [ZERO, NONE]}), {0: 2}, coding_chooser([env]), lambda request, texts: (0,))
+    with pytest.raises(RuntimeError, match="1 counts for 2 candidates"):
+        rollout.run_episodes([env], policy, seeds=[0], options=[{"task_id": "LME/0"}])
 
 
 def test_a_best_of_n_step_counts_every_candidate():
