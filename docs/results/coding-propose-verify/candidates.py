@@ -123,17 +123,25 @@ def main(folders: list[str]) -> None:
 
 def alone(folders: list[str]) -> None:
     """Per condition, the turn-1 score of each agent's candidate (a team's coders) or of the sent program (one agent,
-    best of n): how good one candidate is, read from logs of any age."""
+    best of n): how good one candidate is, read from logs of any age; each against one agent's (``single``), paired
+    by task and seed, when the logs have it."""
     tasks = load_humaneval()
-    scores: dict[str, dict[str, list[float]]] = {}
+    scores: dict[tuple[str, str], dict[tuple[str, int], float]] = {}
     for folder in folders:
         for row in read_episodes(ROOT / folder / "episodes.jsonl").rows:
             first, total = row["turn_tests"][0], len(tasks.get(row["task"])["held_out_tests"])
             candidates = first.get("candidates") or {"sent": [first["visible"], first["held_out"]]}
             for agent, (_, count) in candidates.items():
-                scores.setdefault(row["condition"], {}).setdefault(agent, []).append(count / total)
-    for condition, by_agent in scores.items():
-        print(f"{condition}: " + ", ".join(f"{a} {np.mean(v):.3f} ({len(v)})" for a, v in sorted(by_agent.items())))
+                scores.setdefault((row["condition"], agent), {})[(row["task"], row["seed"])] = count / total
+    single = scores.get(("single", "sent"), {})
+    for (condition, agent), by_pair in sorted(scores.items()):
+        line = f"{condition} {agent}: {np.mean(list(by_pair.values())):.3f} ({len(by_pair)} episodes)"
+        shared = sorted(set(by_pair) & set(single))
+        if shared and condition != "single":
+            result = stats.compare([by_pair[k] for k in shared], [single[k] for k in shared], paired=True)
+            line += (f"; − one agent's {result.mean_b:.3f}: {result.diff:+.3f} [{result.diff_ci_low:+.3f}, "
+                     f"{result.diff_ci_high:+.3f}], p = {result.p:.3f}")
+        print(line)
 
 
 if __name__ == "__main__":
