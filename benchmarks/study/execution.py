@@ -328,10 +328,11 @@ def episode_row(
     best-of-n episode ``selections``: per turn, the visible tests each candidate passed, the one sent, and (logged
     only, never seen by the agent or the choice) the held-out tests each passed.
 
-    ``turn_tests`` (coding): per turn, the tests the team's program passed then (``visible``, ``held_out``) and, in
-    the candidate schemes, each candidate's (``candidates``: ``{agent: [visible, held_out]}``) and the one
-    ``selected``; it shows whether a later turn's program was better or worse than an earlier one's (a figure's
-    episode dynamics, not its outcome: the outcome is the last turn's). ``None`` for an env without tests.
+    ``turn_tests`` (coding): per turn, the tests the team's program passed then (``visible``, ``held_out`` of
+    ``held_out_total``) and, in the candidate schemes, each candidate's (``candidates``: ``{agent: [visible,
+    held_out]}``) and the one ``selected``; it shows whether a later turn's program was better or worse than an
+    earlier one's (a figure's episode dynamics, not its outcome: the outcome is the last turn's). ``None`` for an
+    env without tests.
 
     ``turn_digests``: per turn, short digests of each agent's prompt and reply (:func:`turn_digests`), so two plays
     of one design can be checked for an exact replay without logging every turn's text.
@@ -427,7 +428,8 @@ def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
         if step.turn in trace or not isinstance(tests, Mapping) or "held_out_passed" not in tests:
             continue
         row: dict[str, Any] = {"turn": step.turn, "visible": tests["visible_passed"],
-                               "held_out": tests["held_out_passed"], "timed_out": bool(tests.get("timed_out"))}
+                               "held_out": tests["held_out_passed"], "held_out_total": tests.get("held_out_total"),
+                               "timed_out": bool(tests.get("timed_out"))}
         candidates = details.get("candidates")
         if isinstance(candidates, Mapping):
             row["candidates"] = {a: [c["visible_passed"], c["held_out_passed"]] for a, c in candidates.items()}

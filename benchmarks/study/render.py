@@ -28,6 +28,8 @@ from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study import stats
 from llm_marl_benchmarks.study.episode_log import LOG_NAME
 from llm_marl_benchmarks.study.report import (
+    BEST_OF_N,
+    CANDIDATE_TERMS,
     CONDITION_ORDER,
     CONSISTENCY_COLUMNS,
     FEW_EPISODES,
@@ -40,6 +42,7 @@ from llm_marl_benchmarks.study.report import (
     TEAM_ONLY_METRICS,
     EmptyLogError,
     LogContents,
+    candidate_split,
     clean_rows,
     compare_conditions,
     conditions_of,
@@ -307,6 +310,38 @@ def _turns_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
                                              early, f"{r['mean']:.2f}", reasons]) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts) if parts else "No episodes."
+
+
+_CANDIDATE_LABELS = {"one_candidate": "one candidate (the candidates' mean)",
+                     "second_candidate_gain": "what the best candidate adds to it",
+                     "choice_keeps": "what the visible tests' choice gives up (≤ 0)",
+                     "sent": "the sent program"}
+CANDIDATES_INTRO = (
+    "A coding team and one agent's best of n both send one of n candidates, chosen by the same visible-test rule. "
+    "On turn 1 the sent program's score (its share of the held-out tests) is one candidate + what the best "
+    "candidate adds + what the choice gives up, so these rows say whether the team's candidates are better one by "
+    "one, differ more from each other, or are chosen better (paired by task and seed)."
+)
+
+
+def _candidates_markdown(records: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`~llm_marl_benchmarks.study.report.candidate_split` as one Markdown table per cell."""
+    parts = []
+    for r in records:
+        name = r["condition"]
+        lines = [f"### {r['env']}, {r['team_size']} agents: {name} against {BEST_OF_N} ({r['pairs']} pairs)", "",
+                 f"| turn 1, share of held-out tests passed | {name} | {BEST_OF_N} | difference [95 % CI], p |",
+                 "|---|---|---|---|"]
+        for term in CANDIDATE_TERMS:
+            result = r["terms"][term]
+            lines.append(f"| {_CANDIDATE_LABELS[term]} | {_num(result.mean_a)} | {_num(result.mean_b)} | "
+                         f"{_pair_text(result)} |")
+        shares = {side: ", ".join(f"{k} passing {100 * v:.0f} %" for k, v in counts.items())
+                  for side, counts in r["passing"].items()}
+        lines += ["", "Episodes by how many candidates pass any held-out test: "
+                  + "; ".join(f"{side}: {text}" for side, text in shares.items()) + "."]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def _summary_markdown(summary: Sequence[Mapping[str, Any]], envs: Sequence[str]) -> str:
@@ -582,6 +617,7 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
     tests = compare_conditions(rows)
     fits = regressions(rows)
     head = headline(rows)
+    candidates = candidate_split(rows)
     _write_csv(out_dir / "summary.csv", summary, SUMMARY_COLUMNS)
     _write_csv(out_dir / "tests.csv", tests, TESTS_COLUMNS)
     _write_csv(out_dir / "regression.csv", fits, REGRESSION_COLUMNS)
@@ -658,6 +694,8 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
         "",
         _turns_markdown(rows),
         "",
+        *(["## Candidates on turn 1: a team against one agent's best of n", "", CANDIDATES_INTRO, "",
+            _candidates_markdown(candidates), ""] if candidates else []),
         "## Trained against each condition (difference [95 % CI], p; pooled over the team sizes both ran)",
         "",
         format_effects(rows),

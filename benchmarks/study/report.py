@@ -25,11 +25,14 @@ from llm_marl_benchmarks.study.execution import echoed_scaffolding
 from llm_marl_envs.registry import ENV_NAMES
 
 __all__ = [
+    "BEST_OF_N",
+    "CANDIDATE_TERMS",
     "CONSISTENCY_COLUMNS",
     "FEW_EPISODES",
     "METRICS",
     "EmptyLogError",
     "LogContents",
+    "candidate_split",
     "clean_rows",
     "compare_conditions",
     "compare_pair",
@@ -449,6 +452,92 @@ def turn_distribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                     "ended_early": sum(early) / len(early) if early else None,
                     "mean": sum(turns) / len(turns),
                     "end_reasons": dict(sorted(reasons.items(), key=lambda item: -item[1])),
+                })
+    return records
+
+
+BEST_OF_N = "single_best_of_n"
+CANDIDATE_TERMS: tuple[str, ...] = ("one_candidate", "second_candidate_gain", "choice_keeps", "sent")
+"""The terms :func:`candidate_split` splits a turn-1 program's held-out score into:
+``sent = one_candidate + second_candidate_gain + choice_keeps``."""
+
+
+def turn_one_candidates(row: Mapping[str, Any], held_out_total: int | None = None) -> tuple[list[float], float] | None:
+    """A coding row's turn-1 candidates, each scored by the share of the task's held-out tests it passes, and the
+    sent program's score; ``None`` when the row does not log them. A team's candidates are its coders' (``turn_tests``
+    ``candidates``, in their agents' order), best of n's its samples (``selections[0].held_out_passed``, logged by the
+    study's audit). The held-out total is the row's own (``turn_tests`` ``held_out_total``), else ``held_out_total``
+    (logs from before the study recorded it)."""
+    trace = row.get("turn_tests")
+    if not isinstance(trace, list) or not trace or not isinstance(trace[0], Mapping):
+        return None
+    first = trace[0]
+    total = first.get("held_out_total", held_out_total)
+    if not isinstance(total, int) or total <= 0:
+        return None
+    if isinstance(first.get("candidates"), Mapping):
+        counts = [pair[1] for _, pair in sorted(first["candidates"].items())]
+    else:
+        selections = row.get("selections")
+        if not isinstance(selections, list) or not selections or selections[0].get("held_out_passed") is None:
+            return None
+        counts = list(selections[0]["held_out_passed"])
+    if len(counts) < 2:
+        return None
+    return [count / total for count in counts], first["held_out"] / total
+
+
+def candidate_terms(scores: Sequence[float], sent: float) -> dict[str, float]:
+    """The split of a sent program's score (:data:`CANDIDATE_TERMS`): the candidates' mean, what the best adds to it,
+    and what the choice gave up against the best (<= 0 when the best was not sent)."""
+    mean, best = sum(scores) / len(scores), max(scores)
+    return {"one_candidate": mean, "second_candidate_gain": best - mean, "choice_keeps": sent - best, "sent": sent}
+
+
+def candidate_split(
+    rows: Sequence[Mapping[str, Any]], held_out_totals: Mapping[str, int] | None = None
+) -> list[dict[str, Any]]:
+    """Why a coding team's program passes more or fewer held-out tests than one agent's best of n: per env, team size
+    and team condition, the turn-1 split of both conditions' sent programs (:func:`candidate_terms`), each term
+    compared team − best of n over the (task, seed) pairs both played, and how many of each episode's candidates pass
+    any held-out test. Both send one of n candidates by the same visible-test rule, so the split says whether the
+    team's candidates are better one by one, differ more from each other, or are chosen better.
+
+    ``held_out_totals`` (task id → number of held-out tests) stands in for logs whose ``turn_tests`` lack
+    ``held_out_total``. Returns one record per cell: ``{"env", "team_size", "condition", "pairs", "terms": {term:
+    Comparison}, "passing": {condition: {k: share of episodes with k candidates passing}}}``; none where the log has no
+    such pairs."""
+    rows = clean_rows(rows).rows
+    totals = held_out_totals or {}
+    records = []
+    for env in envs_of(rows):
+        env_rows = select_rows(rows, env=env)
+        for size in sizes_of(env_rows):
+            others = {_match_key(r): r for r in select_rows(env_rows, BEST_OF_N, size=size)}
+            for condition in conditions_of(env_rows):
+                if condition == BEST_OF_N:
+                    continue
+                pairs: list[tuple[dict[str, float], dict[str, float]]] = []
+                passing: dict[str, dict[int, int]] = {condition: {}, BEST_OF_N: {}}
+                for row in select_rows(env_rows, condition, size=size):
+                    other = others.get(_match_key(row))
+                    if other is None:
+                        continue
+                    read = [turn_one_candidates(r, totals.get(str(r["task"]))) for r in (row, other)]
+                    if read[0] is None or read[1] is None:
+                        continue
+                    pairs.append((candidate_terms(*read[0]), candidate_terms(*read[1])))
+                    for name, (scores, _) in zip((condition, BEST_OF_N), read, strict=True):
+                        k = sum(score > 0 for score in scores)
+                        passing[name][k] = passing[name].get(k, 0) + 1
+                if not pairs:
+                    continue
+                records.append({
+                    "env": env, "team_size": size, "condition": condition, "pairs": len(pairs),
+                    "terms": {term: stats.compare([a[term] for a, _ in pairs], [b[term] for _, b in pairs],
+                                                  paired=True) for term in CANDIDATE_TERMS},
+                    "passing": {name: {k: n / len(pairs) for k, n in sorted(counts.items())}
+                                for name, counts in passing.items()},
                 })
     return records
 

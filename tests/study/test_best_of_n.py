@@ -217,6 +217,7 @@ def test_turn_tests_trace_each_turns_program_and_candidates():
     trace = execution.turn_tests(episode.steps)
     assert [t["turn"] for t in trace] == [1, 2]
     assert trace[0]["visible"] == 2 and trace[0]["selected"] == "coder_1"
+    assert all(t["held_out_total"] == len(env.task["held_out_tests"]) > 0 for t in trace)
     assert trace[0]["candidates"]["coder_1"][0] == 2 and trace[0]["candidates"]["coder_2"] == [0, 0]
     assert trace[1]["visible"] == 0 and trace[1]["candidates"]["coder_1"][0] == 0
     assert execution.turn_tests([]) is None

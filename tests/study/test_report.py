@@ -601,3 +601,47 @@ def test_the_turn_distribution_counts_endings_per_condition() -> None:
     assert by["untrained"]["ended_early"] == 0.0 and by["untrained"]["budget"] == 3
     md = render._turns_markdown(rows)
     assert "| 2 | trained | 6 | 0 | 3 | 3 |" in md and "50 % (budget 3)" in md
+
+
+def test_the_candidate_split_explains_a_team_against_best_of_n_term_by_term(tmp_path: Path) -> None:
+    """Turn 1 of a coding team of 2 and of one agent's best of 2, each task with 4 held-out tests. Over the six pairs
+    the team's coders score (1, 1), best of 2's samples (2, 0): the same mean, but the team's second candidate adds
+    nothing and best of 2's adds 1/4 a pair. The team sends its better (tie) candidate, best of 2 the worse sample on
+    t0 (its visible tests missed): the sent program's difference is the sum of the three terms' differences, and
+    the shares of episodes with 0, 1 or 2 passing candidates are counted."""
+    coding = [r for r in synthetic_rows() if r["env"] == "coding" and r["team_size"] == 2]
+    rows = []
+    for r in coding:
+        if r["condition"] == "trained":
+            rows.append({**r, "turn_tests": [{"turn": 1, "visible": 1, "held_out": 1, "held_out_total": 4,
+                                              "candidates": {"coder_2": [1, 1], "coder_1": [1, 1]}}]})
+        elif r["condition"] == "single":
+            sent = 0 if r["task"] == "t0" else 2
+            rows.append({**r, "condition": "single_best_of_n", "key": r["key"].replace("single/", "bo2/"),
+                         "selections": [{"turn": 1, "chosen": 1 if sent == 0 else 0, "visible_passed": [1, 1],
+                                         "held_out_passed": [2, 0]}],
+                         "turn_tests": [{"turn": 1, "visible": 1, "held_out": sent, "held_out_total": 4}]})
+    (record,) = report.candidate_split(rows)
+    assert (record["env"], record["team_size"], record["condition"], record["pairs"]) == ("coding", 2, "trained", 6)
+    terms = record["terms"]
+    assert terms["one_candidate"].mean_a == pytest.approx(0.25) and terms["one_candidate"].mean_b == pytest.approx(0.25)
+    assert terms["second_candidate_gain"].diff == pytest.approx(-0.25)
+    # Best of 2 sent the 0-test sample on t0's two seeds: it gave up 2/4 there, 0 elsewhere.
+    assert terms["choice_keeps"].mean_a == 0 and terms["choice_keeps"].mean_b == pytest.approx(-0.5 * 2 / 6)
+    assert terms["sent"].diff == pytest.approx(sum(terms[t].diff for t in report.CANDIDATE_TERMS[:3]))
+    assert terms["sent"].mean_a == pytest.approx(0.25) and terms["sent"].mean_b == pytest.approx(0.5 * 4 / 6)
+    assert record["passing"] == {"trained": {2: 1.0}, "single_best_of_n": {1: 1.0}}
+    # The report shows it; a log without per-candidate counts (older best-of-n rows) shows no such section.
+    md = render.build_report(tmp_path / "with", rows=rows).read_text(encoding="utf-8")
+    assert "## Candidates on turn 1: a team against one agent's best of n" in md
+    assert "| the sent program | 0.250 | 0.333 |" in md
+    bare = [{**r, "selections": [{k: v for k, v in s.items() if k != "held_out_passed"} for s in r["selections"]]}
+            if r["condition"] == "single_best_of_n" else r for r in rows]
+    assert report.candidate_split(bare) == []
+    assert "## Candidates on turn 1" not in render.build_report(tmp_path / "bare", rows=bare).read_text("utf-8")
+    # An older log without held_out_total reads with the totals given.
+    untotalled = [{**r, "turn_tests": [{k: v for k, v in t.items() if k != "held_out_total"} for t in r["turn_tests"]]}
+                  for r in rows]
+    assert report.candidate_split(untotalled) == []
+    (again,) = report.candidate_split(untotalled, {task: 4 for task in TASKS})
+    assert again["terms"]["sent"].diff == pytest.approx(terms["sent"].diff)

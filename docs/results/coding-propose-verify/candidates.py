@@ -8,7 +8,8 @@ score is the share of its task's held-out tests it passes: the team's rows log e
 
     sent = one candidate (the two's mean) + the second's gain (better − mean) + what the choice keeps (sent − better)
 
-and each term, with the two candidates' agreement, is compared team − best of 2, paired by task and seed.
+and each term, with the two candidates' agreement, is compared team − best of 2, paired by task and seed (the split
+is the study report's own, :func:`llm_marl_benchmarks.study.report.candidate_split`).
 
     python candidates.py candidates/study-seed46 candidates/study-seed48 ...   # writes candidates/figures.json
 
@@ -18,100 +19,73 @@ Older logs have no best-of-2 candidates, but their teams' coders and one agent c
 """
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study import stats
-from llm_marl_benchmarks.study.report import read_episodes
+from llm_marl_benchmarks.study.report import (
+    BEST_OF_N,
+    CANDIDATE_TERMS,
+    candidate_split,
+    read_episodes,
+    turn_one_candidates,
+)
 from llm_marl_envs.envs.coding.tasks import load_humaneval
 
 ROOT = Path(__file__).resolve().parent
-TEAM, BEST_OF_2 = "trained", "single_best_of_n"
-TERMS = ("one_candidate", "better_candidate", "second_candidate_gain", "choice_keeps", "sent")
-
-
-def turn_one(row: dict, held_out_total: int) -> dict[str, float]:
-    """The row's turn-1 candidates' scores, in the order the choice breaks ties by (coder_1 first; sample 0 first),
-    and the sent program's."""
-    first = row["turn_tests"][0]
-    if row["condition"] == TEAM:
-        counts = [count for _, count in (first["candidates"][a] for a in sorted(first["candidates"]))]
-    else:
-        selection = row["selections"][0]
-        counts = selection["held_out_passed"]
-        if counts is None:
-            raise SystemExit(f"{row['key']}: no held-out counts per candidate (a log from before the audit)")
-    scores = [count / held_out_total for count in counts]
-    return {"candidates": scores, "sent": first["held_out"] / held_out_total}
-
-
-def terms(scores: list[float], sent: float) -> dict[str, float]:
-    """The identity's terms for one episode's turn 1 (see the module docstring)."""
-    mean, best = float(np.mean(scores)), max(scores)
-    return {"one_candidate": mean, "better_candidate": best, "second_candidate_gain": best - mean,
-            "choice_keeps": sent - best, "sent": sent}
+TEAM = "trained"
 
 
 def main(folders: list[str]) -> None:
     tasks = load_humaneval()
-    rows: dict[str, dict[tuple[str, int], dict]] = {TEAM: {}, BEST_OF_2: {}}
-    for folder in folders:
-        for row in read_episodes(ROOT / folder / "episodes.jsonl").rows:
-            if row["condition"] in rows:
-                rows[row["condition"]][(row["task"], row["seed"])] = dict(row)
-    pairs = sorted(set(rows[TEAM]) & set(rows[BEST_OF_2]))
-    if not pairs:
-        raise SystemExit("no (task, seed) pair played by both the team and best of 2")
-    per: dict[str, dict[str, list[float]]] = {c: {t: [] for t in TERMS} for c in rows}
-    coders: dict[str, list[float]] = {}
-    agreement: dict[str, Counter] = {c: Counter() for c in rows}
-    passes: dict[str, list[tuple[bool, bool]]] = {c: [] for c in rows}
-    final: dict[str, list[float]] = {c: [] for c in rows}
-    mismatched = 0
-    for pair in pairs:
-        total = len(tasks.get(pair[0])["held_out_tests"])
-        for condition in rows:
-            row = rows[condition][pair]
-            one = turn_one(row, total)
-            if condition == BEST_OF_2:  # the audit's count of the sent sample against the env's own
-                mismatched += one["candidates"][row["selections"][0]["chosen"]] != one["sent"]
-            else:
-                for agent, (_, count) in sorted(row["turn_tests"][0]["candidates"].items()):
-                    coders.setdefault(agent, []).append(count / total)
-            for term, value in terms(one["candidates"], one["sent"]).items():
-                per[condition][term].append(value)
-            yes = tuple(score > 0 for score in one["candidates"][:2])
-            passes[condition].append(yes)
-            agreement[condition][{2: "both", 1: "one", 0: "neither"}[sum(yes)]] += 1
-            final[condition].append(float(row["pass_rate"]))
-    figures: dict = {"pairs": len(pairs), "turn": 1, "audit_mismatches": mismatched, "terms": {}, "coders": {},
-                     "agreement": {}, "final_pass_rate": {}}
-    print(f"{len(pairs)} pairs (task, seed); turn 1; a candidate's score is its share of the held-out tests")
+    rows = [dict(row) for folder in folders for row in read_episodes(ROOT / folder / "episodes.jsonl").rows
+            if row["condition"] in (TEAM, BEST_OF_N)]
+    # These logs predate turn_tests' held_out_total: the task data gives it.
+    totals = {task: len(tasks.get(task)["held_out_tests"]) for task in {str(r["task"]) for r in rows}}
+    (split,) = [r for r in candidate_split(rows, totals) if r["condition"] == TEAM]
+    by_pair = {(r["condition"], r["task"], r["seed"]): r for r in rows}
+    pairs = sorted({(t, s) for c, t, s in by_pair if c == TEAM} & {(t, s) for c, t, s in by_pair if c == BEST_OF_N})
+    mismatched = 0  # best of 2: the audit's count of the sent sample against the env's own
+    for task, seed in pairs:
+        row = by_pair[(BEST_OF_N, task, seed)]
+        scores, sent = turn_one_candidates(row, totals[task])
+        mismatched += scores[row["selections"][0]["chosen"]] != sent
+    figures: dict = {"pairs": split["pairs"], "turn": 1, "audit_mismatches": mismatched, "terms": {}, "coders": {},
+                     "passing": split["passing"], "phi": {}, "final_pass_rate": {}}
+    print(f"{split['pairs']} pairs (task, seed); turn 1; a candidate's score is its share of the held-out tests")
     print(f"best of 2: the audit's count of the sent sample differs from the env's in {mismatched} episodes\n")
     print("| turn 1 | team | best of 2 | team − best of 2 [95 % CI], p |")
     print("|---|---|---|---|")
-    for term in TERMS:
-        result = stats.compare(per[TEAM][term], per[BEST_OF_2][term], paired=True)
+    for term in CANDIDATE_TERMS:
+        result = split["terms"][term]
         figures["terms"][term] = {"team": result.mean_a, "best_of_2": result.mean_b, "diff": result.diff,
                                   "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
         print(f"| {term.replace('_', ' ')} | {result.mean_a:.3f} | {result.mean_b:.3f} | {result.diff:+.3f} "
               f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} |")
-    print()
-    for agent, scores in coders.items():
-        figures["coders"][agent] = float(np.mean(scores))
+    # The better candidate alone (one candidate + what the best adds), for the README's table.
+    best = {c: [max(turn_one_candidates(by_pair[(c, t, s)], totals[t])[0]) for t, s in pairs]
+            for c in (TEAM, BEST_OF_N)}
+    result = stats.compare(best[TEAM], best[BEST_OF_N], paired=True)
+    figures["terms"]["better_candidate"] = {"team": result.mean_a, "best_of_2": result.mean_b, "diff": result.diff,
+                                            "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
+    print(f"| better candidate | {result.mean_a:.3f} | {result.mean_b:.3f} | {result.diff:+.3f} "
+          f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} |")
+    for condition in (TEAM, BEST_OF_N):
+        read = [turn_one_candidates(by_pair[(condition, t, s)], totals[t])[0] for t, s in pairs]
+        first, second = (np.array([scores[i] > 0 for scores in read], dtype=float) for i in (0, 1))
+        # phi, the correlation of the two candidates' yes/no "passes any held-out test"; nan when one never varies.
+        figures["phi"][condition] = (float(np.corrcoef(first, second)[0, 1]) if first.std() and second.std()
+                                     else float("nan"))
+        print(f"{condition}: episodes by candidates passing any held-out test {split['passing'][condition]}; "
+              f"phi = {figures['phi'][condition]:.2f}")
+    for agent in sorted(by_pair[(TEAM, *pairs[0])]["turn_tests"][0]["candidates"]):
+        figures["coders"][agent] = float(np.mean([
+            by_pair[(TEAM, t, s)]["turn_tests"][0]["candidates"][agent][1] / totals[t] for t, s in pairs]))
     print("each coder alone (turn 1): " + ", ".join(f"{a} {v:.3f}" for a, v in figures["coders"].items()))
-    for condition, counts in agreement.items():
-        first, second = (np.array(side, dtype=float) for side in zip(*passes[condition], strict=True))
-        # phi, the correlation of two yes/no outcomes; nan when either never varies.
-        phi = float(np.corrcoef(first, second)[0, 1]) if first.std() and second.std() else float("nan")
-        share = {k: counts[k] / len(pairs) for k in ("both", "one", "neither")}
-        figures["agreement"][condition] = {**share, "phi": phi}
-        print(f"{condition}: passes any held-out test: both candidates {share['both']:.0%}, one {share['one']:.0%}, "
-              f"neither {share['neither']:.0%}; phi = {phi:.2f}")
-    result = stats.compare(final[TEAM], final[BEST_OF_2], paired=True)
+    result = stats.compare([by_pair[(TEAM, *p)]["pass_rate"] for p in pairs],
+                           [by_pair[(BEST_OF_N, *p)]["pass_rate"] for p in pairs], paired=True)
     figures["final_pass_rate"] = {"team": result.mean_a, "best_of_2": result.mean_b, "diff": result.diff,
                                   "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
     print(f"\nfinal pass rate (the episode's end): team {result.mean_a:.3f}, best of 2 {result.mean_b:.3f}, "
