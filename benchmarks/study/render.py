@@ -317,7 +317,8 @@ _CANDIDATE_LABELS = {"one_candidate": "one candidate (the candidates' mean)",
                      "choice_keeps": "what the visible tests' choice gives up (≤ 0)",
                      "sent": "the sent program"}
 CANDIDATES_INTRO = (
-    "A coding team and one agent's best of n both send one of n candidates, chosen by the same visible-test rule. "
+    "A coding team (its coders' candidates) and one agent's best of n (its samples) each send one candidate, chosen "
+    "by the same visible-test rule. "
     "On turn 1 the sent program's score (its share of the held-out tests) is one candidate + what the best "
     "candidate adds + what the choice gives up, so these rows say whether the team's candidates are better one by "
     "one, differ more from each other, or are chosen better (paired by task and seed)."

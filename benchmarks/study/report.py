@@ -33,6 +33,7 @@ __all__ = [
     "EmptyLogError",
     "LogContents",
     "candidate_split",
+    "candidate_terms",
     "clean_rows",
     "compare_conditions",
     "compare_pair",
@@ -50,6 +51,7 @@ __all__ = [
     "summarise",
     "three_way",
     "turn_distribution",
+    "turn_one_candidates",
 ]
 
 REFERENCE = "trained"  # every test compares this condition against each other one
@@ -464,10 +466,10 @@ CANDIDATE_TERMS: tuple[str, ...] = ("one_candidate", "second_candidate_gain", "c
 
 def turn_one_candidates(row: Mapping[str, Any], held_out_total: int | None = None) -> tuple[list[float], float] | None:
     """A coding row's turn-1 candidates, each scored by the share of the task's held-out tests it passes, and the
-    sent program's score; ``None`` when the row does not log them. A team's candidates are its coders' (``turn_tests``
-    ``candidates``, in their agents' order), best of n's its samples (``selections[0].held_out_passed``, logged by the
-    study's audit). The held-out total is the row's own (``turn_tests`` ``held_out_total``), else ``held_out_total``
-    (logs from before the study recorded it)."""
+    sent program's score; ``None`` when the row does not log them (or logs them malformed). A team's candidates are
+    its coders' (``turn_tests`` ``candidates``, by agent name), best of n's its samples
+    (``selections[0].held_out_passed``, logged by the study's audit). The held-out total is the row's own
+    (``turn_tests`` ``held_out_total``), else ``held_out_total`` (logs from before the study recorded it)."""
     trace = row.get("turn_tests")
     if not isinstance(trace, list) or not trace or not isinstance(trace[0], Mapping):
         return None
@@ -476,15 +478,18 @@ def turn_one_candidates(row: Mapping[str, Any], held_out_total: int | None = Non
     if not isinstance(total, int) or total <= 0:
         return None
     if isinstance(first.get("candidates"), Mapping):
-        counts = [pair[1] for _, pair in sorted(first["candidates"].items())]
+        counts = [pair[1] if isinstance(pair, list) and len(pair) == 2 else None
+                  for _, pair in sorted(first["candidates"].items())]
     else:
         selections = row.get("selections")
-        if not isinstance(selections, list) or not selections or selections[0].get("held_out_passed") is None:
+        if not isinstance(selections, list) or not selections or not isinstance(selections[0], Mapping):
             return None
-        counts = list(selections[0]["held_out_passed"])
-    if len(counts) < 2:
+        counts = selections[0].get("held_out_passed")
+    sent = first.get("held_out")
+    if not isinstance(counts, list) or len(counts) < 2 or not all(
+            isinstance(n, int) and 0 <= n <= total for n in [*counts, sent]):
         return None
-    return [count / total for count in counts], first["held_out"] / total
+    return [count / total for count in counts], sent / total
 
 
 def candidate_terms(scores: Sequence[float], sent: float) -> dict[str, float]:

@@ -639,6 +639,13 @@ def test_the_candidate_split_explains_a_team_against_best_of_n_term_by_term(tmp_
             if r["condition"] == "single_best_of_n" else r for r in rows]
     assert report.candidate_split(bare) == []
     assert "## Candidates on turn 1" not in render.build_report(tmp_path / "bare", rows=bare).read_text("utf-8")
+    # Malformed counts are skipped, not a crash: a row whose candidates are not [visible, held_out] pairs, or whose
+    # counts exceed the total, reads as no candidates.
+    assert report.turn_one_candidates({"turn_tests": [{"held_out": 1, "held_out_total": 4,
+                                                       "candidates": {"a": 1, "b": [1, 1]}}]}) is None
+    assert report.turn_one_candidates({"turn_tests": [{"held_out": 1, "held_out_total": 4}],
+                                       "selections": [{"held_out_passed": [5, 0]}]}) is None
+    assert report.turn_one_candidates({"turn_tests": "broken"}) is None
     # An older log without held_out_total reads with the totals given.
     untotalled = [{**r, "turn_tests": [{k: v for k, v in t.items() if k != "held_out_total"} for t in r["turn_tests"]]}
                   for r in rows]
