@@ -16,12 +16,18 @@ is the study report's own, :func:`llm_marl_benchmarks.study.report.candidate_spl
 Older logs have no best-of-2 candidates, but their teams' coders and one agent can still be read alone on turn 1:
 
     python candidates.py --alone 2-turn1/study 2-turn1/study-seed6             # each condition's turn-1 candidates
+
+A team with a tester or a verifier chooses among its coders' candidates with more than the visible tests. Its logs
+show what that bought against the visible tests alone on the same candidates (the most visible tests, ties to coder_1):
+
+    python candidates.py --choice ../fresh-turn-noise/coding-4 ../fresh-turn-noise/coding-4-seed1
 """
 
 import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import binomtest
 
 from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study import stats
@@ -118,7 +124,31 @@ def alone(folders: list[str]) -> None:
         print(line)
 
 
+def choice(folders: list[str]) -> None:
+    """Per team condition, on turn 1: in how many episodes the team sent another candidate than the visible tests
+    alone would have (the most passed; ties: the first coder), and the held-out score that change won or lost, with a
+    two-sided sign test over the episodes where it changed the score."""
+    tasks = load_humaneval()
+    changes: dict[str, list[float]] = {}
+    for folder in folders:
+        for row in read_episodes(ROOT / folder / "episodes.jsonl").rows:
+            trace = row.get("turn_tests") or []
+            if not trace or "candidates" not in trace[0] or not trace[0].get("selected"):
+                continue
+            first, total = trace[0], len(tasks.get(row["task"])["held_out_tests"])
+            order = sorted(first["candidates"])
+            by_visible = max(order, key=lambda a: (first["candidates"][a][0], -order.index(a)))
+            change = (first["candidates"][first["selected"]][1] - first["candidates"][by_visible][1]) / total
+            changes.setdefault(row["condition"], []).append(change)
+    for condition, values in changes.items():
+        won, lost = sum(v > 0 for v in values), sum(v < 0 for v in values)
+        p = binomtest(won, won + lost).pvalue if won + lost else float("nan")
+        print(f"{condition}: {len(values)} episodes; the choice beat the visible tests alone in {won}, lost in {lost} "
+              f"(sign test p = {p:.3f}); held-out score {np.mean(values):+.3f} an episode")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1:] == ["--alone"]:
+    if len(sys.argv) < 2 or sys.argv[1:] in (["--alone"], ["--choice"]):
         raise SystemExit(__doc__)
-    alone(sys.argv[2:]) if sys.argv[1] == "--alone" else main(sys.argv[1:])
+    modes = {"--alone": alone, "--choice": choice}
+    modes[sys.argv[1]](sys.argv[2:]) if sys.argv[1] in modes else main(sys.argv[1:])
