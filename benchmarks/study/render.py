@@ -313,7 +313,7 @@ def _turns_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 _CANDIDATE_LABELS = {"one_candidate": "one candidate (the candidates' mean)",
-                     "second_candidate_gain": "what the best candidate adds to it",
+                     "best_candidate_gain": "what the best candidate adds to it",
                      "choice_keeps": "what the visible tests' choice gives up (≤ 0)",
                      "sent": "the sent program"}
 CANDIDATES_INTRO = (

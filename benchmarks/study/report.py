@@ -459,9 +459,9 @@ def turn_distribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 
 BEST_OF_N = "single_best_of_n"
-CANDIDATE_TERMS: tuple[str, ...] = ("one_candidate", "second_candidate_gain", "choice_keeps", "sent")
+CANDIDATE_TERMS: tuple[str, ...] = ("one_candidate", "best_candidate_gain", "choice_keeps", "sent")
 """The terms :func:`candidate_split` splits a turn-1 program's held-out score into:
-``sent = one_candidate + second_candidate_gain + choice_keeps``."""
+``sent = one_candidate + best_candidate_gain + choice_keeps``."""
 
 
 def turn_one_candidates(row: Mapping[str, Any], held_out_total: int | None = None) -> tuple[list[float], float] | None:
@@ -496,7 +496,7 @@ def candidate_terms(scores: Sequence[float], sent: float) -> dict[str, float]:
     """The split of a sent program's score (:data:`CANDIDATE_TERMS`): the candidates' mean, what the best adds to it,
     and what the choice gave up against the best (<= 0 when the best was not sent)."""
     mean, best = sum(scores) / len(scores), max(scores)
-    return {"one_candidate": mean, "second_candidate_gain": best - mean, "choice_keeps": sent - best, "sent": sent}
+    return {"one_candidate": mean, "best_candidate_gain": best - mean, "choice_keeps": sent - best, "sent": sent}
 
 
 def candidate_split(

@@ -625,7 +625,7 @@ def test_the_candidate_split_explains_a_team_against_best_of_n_term_by_term(tmp_
     assert (record["env"], record["team_size"], record["condition"], record["pairs"]) == ("coding", 2, "trained", 6)
     terms = record["terms"]
     assert terms["one_candidate"].mean_a == pytest.approx(0.25) and terms["one_candidate"].mean_b == pytest.approx(0.25)
-    assert terms["second_candidate_gain"].diff == pytest.approx(-0.25)
+    assert terms["best_candidate_gain"].diff == pytest.approx(-0.25)
     # Best of 2 sent the 0-test sample on t0's two seeds: it gave up 2/4 there, 0 elsewhere.
     assert terms["choice_keeps"].mean_a == 0 and terms["choice_keeps"].mean_b == pytest.approx(-0.5 * 2 / 6)
     assert terms["sent"].diff == pytest.approx(sum(terms[t].diff for t in report.CANDIDATE_TERMS[:3]))

@@ -1,14 +1,15 @@
-"""Candidate by candidate: why a coding team of 2 and one agent's best of 2 pass what they pass
-(``candidates/PLAN.md``).
+"""Candidate by candidate: why a coding team and one agent's best of n pass what they pass (``candidates/PLAN.md``,
+``candidates-4/PLAN.md``).
 
-Both send one of two candidates, chosen by the visible tests. On turn 1 (where the pass rate is decided) a candidate's
-score is the share of its task's held-out tests it passes: the team's rows log each coder's (``turn_tests[0]
-["candidates"]``), best of 2's each sample's (``selections[0]["held_out_passed"]``, logged after the choice). Per pair
-(task, seed) the sent program's score splits exactly into three terms:
+Both send one of their candidates, chosen by the visible tests (a team of 4 adds its tester and verifier). On turn 1
+(where the pass rate is decided) a candidate's score is the share of its task's held-out tests it passes: the team's
+rows log each coder's (``turn_tests[0]["candidates"]``), best of n's each sample's (``selections[0]
+["held_out_passed"]``, logged after the choice). Per pair (task, seed) the sent program's score splits exactly
+into three terms:
 
-    sent = one candidate (the two's mean) + the second's gain (better − mean) + what the choice keeps (sent − better)
+    sent = one candidate (the mean) + the others' gain (best − mean) + what the choice keeps (sent − best)
 
-and each term, with the two candidates' agreement, is compared team − best of 2, paired by task and seed (the split
+and each term, with how many candidates pass, is compared team − best of n, paired by task and seed (the split
 is the study report's own, :func:`llm_marl_benchmarks.study.report.candidate_split`).
 
     python candidates.py candidates/study-seed46 candidates/study-seed48 ...   # writes candidates/figures.json
@@ -53,20 +54,22 @@ def main(folders: list[str]) -> None:
     (split,) = [r for r in candidate_split(rows, totals) if r["condition"] == TEAM]
     by_pair = {(r["condition"], r["task"], r["seed"]): r for r in rows}
     pairs = sorted({(t, s) for c, t, s in by_pair if c == TEAM} & {(t, s) for c, t, s in by_pair if c == BEST_OF_N})
-    mismatched = 0  # best of 2: the audit's count of the sent sample against the env's own
+    n = by_pair[(BEST_OF_N, *pairs[0])]["candidates_per_turn"]
+    other = f"best of {n}"
+    mismatched = 0  # best of n: the audit's count of the sent sample against the env's own
     for task, seed in pairs:
         row = by_pair[(BEST_OF_N, task, seed)]
         scores, sent = turn_one_candidates(row, totals[task])
         mismatched += scores[row["selections"][0]["chosen"]] != sent
-    figures: dict = {"pairs": split["pairs"], "turn": 1, "audit_mismatches": mismatched, "terms": {}, "coders": {},
-                     "passing": split["passing"], "phi": {}, "final_pass_rate": {}}
+    figures: dict = {"best_of": n, "pairs": split["pairs"], "turn": 1, "audit_mismatches": mismatched, "terms": {},
+                     "coders": {}, "passing": split["passing"], "phi": {}, "final_pass_rate": {}}
     print(f"{split['pairs']} pairs (task, seed); turn 1; a candidate's score is its share of the held-out tests")
-    print(f"best of 2: the audit's count of the sent sample differs from the env's in {mismatched} episodes\n")
-    print("| turn 1 | team | best of 2 | team − best of 2 [95 % CI], p |")
+    print(f"{other}: the audit's count of the sent sample differs from the env's in {mismatched} episodes\n")
+    print(f"| turn 1 | team | {other} | team − {other} [95 % CI], p |")
     print("|---|---|---|---|")
     for term in CANDIDATE_TERMS:
         result = split["terms"][term]
-        figures["terms"][term] = {"team": result.mean_a, "best_of_2": result.mean_b, "diff": result.diff,
+        figures["terms"][term] = {"team": result.mean_a, "best_of_n": result.mean_b, "diff": result.diff,
                                   "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
         print(f"| {term.replace('_', ' ')} | {result.mean_a:.3f} | {result.mean_b:.3f} | {result.diff:+.3f} "
               f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} |")
@@ -74,14 +77,15 @@ def main(folders: list[str]) -> None:
     best = {c: [max(turn_one_candidates(by_pair[(c, t, s)], totals[t])[0]) for t, s in pairs]
             for c in (TEAM, BEST_OF_N)}
     result = stats.compare(best[TEAM], best[BEST_OF_N], paired=True)
-    figures["terms"]["better_candidate"] = {"team": result.mean_a, "best_of_2": result.mean_b, "diff": result.diff,
+    figures["terms"]["better_candidate"] = {"team": result.mean_a, "best_of_n": result.mean_b, "diff": result.diff,
                                             "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
     print(f"| better candidate | {result.mean_a:.3f} | {result.mean_b:.3f} | {result.diff:+.3f} "
           f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} |")
     for condition in (TEAM, BEST_OF_N):
         read = [turn_one_candidates(by_pair[(condition, t, s)], totals[t])[0] for t, s in pairs]
         first, second = (np.array([scores[i] > 0 for scores in read], dtype=float) for i in (0, 1))
-        # phi, the correlation of the two candidates' yes/no "passes any held-out test"; nan when one never varies.
+        # phi: the correlation of two candidates' yes/no "passes any held-out test" (coder_1 and coder_2; best of
+        # n's first two samples); nan when one never varies.
         figures["phi"][condition] = (float(np.corrcoef(first, second)[0, 1]) if first.std() and second.std()
                                      else float("nan"))
         print(f"{condition}: episodes by candidates passing any held-out test {split['passing'][condition]}; "
@@ -92,9 +96,9 @@ def main(folders: list[str]) -> None:
     print("each coder alone (turn 1): " + ", ".join(f"{a} {v:.3f}" for a, v in figures["coders"].items()))
     result = stats.compare([by_pair[(TEAM, *p)]["pass_rate"] for p in pairs],
                            [by_pair[(BEST_OF_N, *p)]["pass_rate"] for p in pairs], paired=True)
-    figures["final_pass_rate"] = {"team": result.mean_a, "best_of_2": result.mean_b, "diff": result.diff,
+    figures["final_pass_rate"] = {"team": result.mean_a, "best_of_n": result.mean_b, "diff": result.diff,
                                   "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
-    print(f"\nfinal pass rate (the episode's end): team {result.mean_a:.3f}, best of 2 {result.mean_b:.3f}, "
+    print(f"\nfinal pass rate (the episode's end): team {result.mean_a:.3f}, {other} {result.mean_b:.3f}, "
           f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
     target = ROOT / Path(folders[0]).parent / "figures.json"
     write_figures_json(target, figures)
