@@ -19,7 +19,7 @@ Older logs have no best-of-2 candidates, but their teams' coders and one agent c
     python candidates.py --alone 2-turn1/study 2-turn1/study-seed6             # each condition's turn-1 candidates
 
 A team with a tester or a verifier chooses among its coders' candidates with more than the visible tests. Its logs
-show what that bought against the visible tests alone on the same candidates (the most visible tests, ties to coder_1):
+show what that bought against the visible tests alone on the same candidates (the env's rule without those roles):
 
     python candidates.py --choice ../fresh-turn-noise/coding-4 ../fresh-turn-noise/coding-4-seed1
 """
@@ -39,6 +39,8 @@ from llm_marl_benchmarks.study.report import (
     read_episodes,
     turn_one_candidates,
 )
+from llm_marl_envs.envs.coding.program import CandidateResult, select_candidate
+from llm_marl_envs.envs.coding.roles import CANDIDATE_ORDER
 from llm_marl_envs.envs.coding.tasks import load_humaneval
 
 ROOT = Path(__file__).resolve().parent
@@ -129,26 +131,40 @@ def alone(folders: list[str]) -> None:
 
 
 def choice(folders: list[str]) -> None:
-    """Per team condition, on turn 1: in how many episodes the team sent another candidate than the visible tests
-    alone would have (the most passed; ties: the first coder), and the held-out score that change won or lost, with a
-    two-sided sign test over the episodes where it changed the score."""
+    """Per team condition, on turn 1: in how many episodes the team's choice (visible tests, then the tester's asserts
+    and the verifier's pick) sent a candidate scoring other than what the visible tests alone would have sent (the
+    env's own rule, :func:`~llm_marl_envs.envs.coding.program.select_candidate`, without the tester and verifier),
+    with a two-sided sign test over those episodes. The log gives each candidate's visible and held-out counts but
+    not whether it ran at all: one with neither passed may not have, and the rule skips such candidates. Where that
+    decides the visible-only choice's score, the episode is counted as undetermined, not as a change."""
     tasks = load_humaneval()
+    order_of = {frozenset(names): names for names in CANDIDATE_ORDER.values()}
     changes: dict[str, list[float]] = {}
+    undetermined: dict[str, int] = {}
     for folder in folders:
         for row in read_episodes(ROOT / folder / "episodes.jsonl").rows:
             trace = row.get("turn_tests") or []
             if not trace or "candidates" not in trace[0] or not trace[0].get("selected"):
                 continue
             first, total = trace[0], len(tasks.get(row["task"])["held_out_tests"])
-            order = sorted(first["candidates"])
-            by_visible = max(order, key=lambda a: (first["candidates"][a][0], -order.index(a)))
-            change = (first["candidates"][first["selected"]][1] - first["candidates"][by_visible][1]) / total
-            changes.setdefault(row["condition"], []).append(change)
+            counts = first["candidates"]
+            order = order_of[frozenset(counts)]
+            # The visible-only choice twice: every candidate runnable, and only those known to be (the sent one, and
+            # any that passed a test).
+            known = {a for a in order if any(counts[a]) or a == first["selected"]}
+            picks = {select_candidate([CandidateResult(a, everyone or a in known, counts[a][0]) for a in order], order)
+                     for everyone in (True, False)}
+            scores = {counts[pick][1] for pick in picks if pick is not None}
+            if len(scores) > 1:
+                undetermined[row["condition"]] = undetermined.get(row["condition"], 0) + 1
+                continue
+            changes.setdefault(row["condition"], []).append((counts[first["selected"]][1] - scores.pop()) / total)
     for condition, values in changes.items():
         won, lost = sum(v > 0 for v in values), sum(v < 0 for v in values)
         p = binomtest(won, won + lost).pvalue if won + lost else float("nan")
         print(f"{condition}: {len(values)} episodes; the choice beat the visible tests alone in {won}, lost in {lost} "
-              f"(sign test p = {p:.3f}); held-out score {np.mean(values):+.3f} an episode")
+              f"(sign test p = {p:.3f}); held-out score {np.mean(values):+.3f} an episode; "
+              f"{undetermined.get(condition, 0)} more undetermined")
 
 
 if __name__ == "__main__":
