@@ -330,7 +330,8 @@ def episode_row(
 
     ``turn_tests`` (coding): per turn, the tests the team's program passed then (``visible``, ``held_out`` of
     ``held_out_total``) and, in the candidate schemes, each candidate's (``candidates``: ``{agent: [visible,
-    held_out]}``) and the one ``selected``; it shows whether a later turn's program was better or worse than an
+    held_out]}``), whether it ran (``runnable``) and the tester's asserts it passed (``tester_passed``), and the one
+    ``selected``; it shows whether a later turn's program was better or worse than an
     earlier one's (a figure's episode dynamics, not its outcome: the outcome is the last turn's). ``None`` for an
     env without tests.
 
@@ -434,6 +435,10 @@ def turn_tests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
         if isinstance(candidates, Mapping):
             row["candidates"] = {a: [c["visible_passed"], c["held_out_passed"]] for a, c in candidates.items()}
             row["selected"] = details.get("selected")
+            # What else the env's choice read (program.select_candidate): whether each candidate ran, and the
+            # tester's asserts it passed. Separate keys, so readers of the [visible, held_out] pairs are unchanged.
+            row["runnable"] = {a: bool(c.get("runnable")) for a, c in candidates.items()}
+            row["tester_passed"] = {a: int(c.get("tester_passed", 0)) for a, c in candidates.items()}
         trace[step.turn] = row
     return [trace[t] for t in sorted(trace)] or None
 

@@ -223,6 +223,22 @@ def test_turn_tests_trace_each_turns_program_and_candidates():
     assert execution.turn_tests([]) is None
 
 
+def test_turn_tests_log_what_the_choice_read():
+    """Beside the pairs, ``turn_tests`` logs the rest of what the env's choice read: whether each candidate ran
+    (``runnable``) and how many of the tester's asserts it passed (``tester_passed``). A team of 3: coder_1's
+    candidate passes the tester's one assert, coder_2's does not parse (it never ran, though it passed as many tests
+    as one that ran and passed none)."""
+    tester = 'assert count_vowel_words("") == 0'
+    script = {"coder_1": ZERO, "coder_2": BROKEN, "tester": tester}
+    env = make_env("coding", num_agents=3, max_turns=1, scheme="propose_verify", **CODING)
+    (episode,) = rollout.run_episodes([env], lambda requests: [script[r.agent] for r in requests], seeds=[0],
+                                      options=[{"task_id": "LME/0"}])
+    (turn,) = execution.turn_tests(episode.steps)
+    assert turn["runnable"] == {"coder_1": True, "coder_2": False}
+    assert turn["tester_passed"] == {"coder_1": 1, "coder_2": 0}
+    assert turn["candidates"]["coder_2"] == [0, 0] and turn["selected"] == "coder_1"
+
+
 def test_said_done_records_who_was_ready_on_which_turn():
     """The study row's ``said_done``: per agent, the turn whose action said ``<done/>``, or None. coder_1 sends a
     candidate with ``<done/>`` on turn 1 and acts no more; coder_2 sends one without (a comment with the word "done"

@@ -134,9 +134,10 @@ def choice(folders: list[str]) -> None:
     """Per team condition, on turn 1: in how many episodes the team's choice (visible tests, then the tester's asserts
     and the verifier's pick) sent a candidate scoring other than what the visible tests alone would have sent (the
     env's own rule, :func:`~llm_marl_envs.envs.coding.program.select_candidate`, without the tester and verifier),
-    with a two-sided sign test over those episodes. The log gives each candidate's visible and held-out counts but
-    not whether it ran at all: one with neither passed may not have, and the rule skips such candidates. Where that
-    decides the visible-only choice's score, the episode is counted as undetermined, not as a change."""
+    with a two-sided sign test over those episodes. Logs before ``turn_tests`` recorded ``runnable`` give each
+    candidate's visible and held-out counts but not whether it ran at all: one with neither passed may not have, and
+    the rule skips such candidates. Where that decides the visible-only choice's score, the episode is counted as
+    undetermined, not as a change."""
     tasks = load_humaneval()
     order_of = {frozenset(names): names for names in CANDIDATE_ORDER.values()}
     changes: dict[str, list[float]] = {}
@@ -149,11 +150,16 @@ def choice(folders: list[str]) -> None:
             first, total = trace[0], len(tasks.get(row["task"])["held_out_tests"])
             counts = first["candidates"]
             order = order_of[frozenset(counts)]
-            # The visible-only choice twice: every candidate runnable, and only those known to be (the sent one, and
-            # any that passed a test).
-            known = {a for a in order if any(counts[a]) or a == first["selected"]}
-            picks = {select_candidate([CandidateResult(a, everyone or a in known, counts[a][0]) for a in order], order)
-                     for everyone in (True, False)}
+            if isinstance(first.get("runnable"), dict):
+                # Logs since turn_tests recorded it say which candidates ran: the visible-only choice is known.
+                picks = {select_candidate([CandidateResult(a, first["runnable"][a], counts[a][0]) for a in order],
+                                          order)}
+            else:
+                # The visible-only choice twice: every candidate runnable, and only those known to be (the sent one,
+                # and any that passed a test).
+                known = {a for a in order if any(counts[a]) or a == first["selected"]}
+                picks = {select_candidate([CandidateResult(a, everyone or a in known, counts[a][0]) for a in order],
+                                          order) for everyone in (True, False)}
             scores = {counts[pick][1] for pick in picks if pick is not None}
             if len(scores) > 1:
                 undetermined[row["condition"]] = undetermined.get(row["condition"], 0) + 1
