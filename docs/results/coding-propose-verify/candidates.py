@@ -128,6 +128,16 @@ def alone(folders: list[str]) -> None:
             line += (f"; − one agent's {result.mean_b:.3f}: {result.diff:+.3f} [{result.diff_ci_low:+.3f}, "
                      f"{result.diff_ci_high:+.3f}], p = {result.p:.3f}")
         print(line)
+    # A team's coders against each other: their prompts differ only in the names, so a gap is the model's reading
+    # of the names (or chance), not of the task.
+    for condition in sorted({c for c, _ in scores}):
+        coders = sorted(a for c, a in scores if c == condition and a != "sent")
+        for other in coders[1:]:
+            first, second = scores[(condition, coders[0])], scores[(condition, other)]
+            shared = sorted(set(first) & set(second))
+            result = stats.compare([first[k] for k in shared], [second[k] for k in shared], paired=True)
+            print(f"{condition}: {coders[0]} − {other}: {result.diff:+.3f} [{result.diff_ci_low:+.3f}, "
+                  f"{result.diff_ci_high:+.3f}], p = {result.p:.3f} ({len(shared)} episodes)")
 
 
 def choice(folders: list[str]) -> None:
