@@ -1,0 +1,44 @@
+"""The shipped coding-2 under the two endings, train split (PLAN.md): the team under ``end_quorum="half"`` against
+itself under ``"all"`` (the same tasks and seeds, so the same first turns), and against one agent.
+
+    python compare.py          # reads study-all/ and study-half/, writes figures.json
+"""
+
+import dataclasses
+from pathlib import Path
+
+from llm_marl_benchmarks.figures_json import write_figures_json
+from llm_marl_benchmarks.study.report import compare_pair, read_episodes
+
+HERE = Path(__file__).resolve().parent
+METRICS = ("turns", "critical_path_tokens", "completion_tokens", "pass_rate", "success")
+
+
+def main() -> None:
+    rows = []
+    for quorum in ("all", "half"):
+        for row in read_episodes(HERE / f"study-{quorum}" / "episodes.jsonl").rows:
+            # One condition name per ending, so the report's pairing (by task and seed) can set them side by side.
+            rows.append({**row, "condition": f"{row['condition']}_{quorum}" if row["condition"] == "trained"
+                         else row["condition"]})
+    figures: dict = {"comparisons": {}}
+    for a, b in (("trained_half", "trained_all"), ("trained_half", "single"), ("trained_all", "single")):
+        for metric in METRICS:
+            result = compare_pair(rows, a, b, metric, env="coding", size=2)
+            if result is None:
+                continue
+            figures["comparisons"][f"{a} - {b}: {metric}"] = dataclasses.asdict(result)
+            print(f"{a} − {b}, {metric}: {result.mean_a:.3f} vs {result.mean_b:.3f}, {result.diff:+.3f} "
+                  f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} ({result.test})")
+    ends = {}
+    for quorum in ("all", "half"):
+        team = [r for r in rows if r["condition"] == f"trained_{quorum}"]
+        ends[quorum] = {reason: sum(r["end_reason"] == reason for r in team) for reason in
+                        sorted({r["end_reason"] for r in team})}
+        print(f"team under {quorum!r}: how episodes ended: {ends[quorum]}")
+    figures["end_reasons"] = ends
+    write_figures_json(HERE / "figures.json", figures)
+
+
+if __name__ == "__main__":
+    main()
