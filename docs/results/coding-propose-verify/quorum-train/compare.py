@@ -5,6 +5,7 @@ itself under ``"all"`` (the same tasks and seeds, so the same first turns), and 
 """
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
 from llm_marl_benchmarks.figures_json import write_figures_json
@@ -33,8 +34,7 @@ def main() -> None:
     ends = {}
     for quorum in ("all", "half"):
         team = [r for r in rows if r["condition"] == f"trained_{quorum}"]
-        ends[quorum] = {reason: sum(r["end_reason"] == reason for r in team) for reason in
-                        sorted({r["end_reason"] for r in team})}
+        ends[quorum] = dict(sorted(Counter(r["end_reason"] for r in team).items()))
         print(f"team under {quorum!r}: how episodes ended: {ends[quorum]}")
     figures["end_reasons"] = ends
     write_figures_json(HERE / "figures.json", figures)
