@@ -11,7 +11,8 @@ library; a degenerate strategy that ties or beats the honest one is an exploit t
                                                    [--reward-weight NAME=VALUE ...]
 
 ``--end-quorum`` plays the envs with that many finished agents ending an episode (their ``end_quorum`` setting;
-default: each env's own, writing ``"half"`` and coding ``"all"``): no ending, sooner or later, may open an exploit.
+default: each env's own, writing ``"half"``, coding ``"half"`` under ``propose_verify`` and ``"all"`` under the other
+schemes): no ending, sooner or later, may open an exploit.
 ``--reward-weight`` plays them under a recipe's reward weights (``reply_token=0.002 discarded_token=0.005``: what a
 recipe that prices replies trains on), which must open none either.
 """

@@ -171,12 +171,14 @@ def test_quorum_sizes() -> None:
     assert {quorum_size("any", n) for n in (1, 2, 3, 4)} == {1}
 
 
-@pytest.mark.parametrize(("name", "default", "teammate_plays_on"),
-                         [("writing", "half", False), ("coding", "all", True)])
-def test_each_env_plays_its_own_quorum_by_default(name: str, default: str, teammate_plays_on: bool) -> None:
-    """Left unset, ``end_quorum`` is the env's own: writing ends on half the team's ``<done/>`` (from turn 2), coding
-    on everyone's."""
-    env = ENV_FACTORIES[name](num_agents=2, max_turns=4)
+@pytest.mark.parametrize(("name", "options", "default", "teammate_plays_on"), [
+    ("writing", {}, "half", False), ("coding", {}, "half", False), ("coding", {"scheme": "magrpo"}, "all", True),
+    ("coding", {"scheme": "author_fixer"}, "all", True)])
+def test_each_env_plays_its_own_quorum_by_default(name: str, options: dict, default: str,
+                                                  teammate_plays_on: bool) -> None:
+    """Left unset, ``end_quorum`` is the env's own: writing and coding's default scheme end on half the team's
+    ``<done/>`` (from turn 2); coding's other schemes on everyone's."""
+    env = ENV_FACTORIES[name](num_agents=2, max_turns=4, **options)
     env.reset(seed=0)
     a, b = env.agents
     assert env.config.limits.end_quorum is None and env.end_quorum == default == env.state()["end_quorum"]
@@ -184,6 +186,20 @@ def test_each_env_plays_its_own_quorum_by_default(name: str, default: str, teamm
     _, _, term, _, infos = env.step({a: scripted_action(env, a, 2) + "<done/>", b: scripted_action(env, b, 2)})
     assert term == {a: True, b: not teammate_plays_on}
     assert infos[b]["end_reason"] == (None if teammate_plays_on else "quorum_done")
+
+
+def test_coding_takes_its_default_ending_per_scheme() -> None:
+    """Only ``propose_verify``, the scheme the held-out look measured (RULE-quorum.md), ends on half the team by
+    default, at every size; the other schemes, and any scheme given an ending, keep theirs."""
+    from llm_marl_envs.envs.coding.roles import SCHEMES
+
+    for scheme in SCHEMES:
+        for size in (2, 3, 4):
+            env = ENV_FACTORIES["coding"](num_agents=size, scheme=scheme)
+            expected = "half" if scheme == "propose_verify" else "all"
+            assert (env.end_quorum, env.quorum) == (expected, (size + 1) // 2 if expected == "half" else size), scheme
+            assert ENV_FACTORIES["coding"](num_agents=size, scheme=scheme, end_quorum="any").quorum == 1
+    assert ENV_FACTORIES["coding"](num_agents=2, reward_mode="magrpo", scheme="magrpo").end_quorum == "all"
 
 
 @pytest.mark.parametrize("name", ENV_NAMES)

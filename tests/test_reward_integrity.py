@@ -61,12 +61,13 @@ def test_special_casing_the_visible_tests_ends_at_turn_one_and_loses() -> None:
 
 
 @pytest.mark.parametrize(("env_name", "other_quorum", "scheme", "degenerate"), [
-    ("writing", "all", None, 45), ("coding", "half", "magrpo", 45), ("coding", "half", "propose_verify", 18)])
+    ("writing", "all", None, 45), ("coding", "half", "magrpo", 45), ("coding", "all", "propose_verify", 18)])
 def test_the_other_ending_opens_no_exploit(env_name: str, other_quorum: str, scheme: str | None,
                                            degenerate: int) -> None:
-    """The other tests play each env's default ending (writing: half the team's ``<done/>`` ends the episode from
-    turn 2; coding: everyone's). Under the other one every degenerate strategy still loses: a finished agent that can
-    end its teammates' work sooner must not gain from it, nor one that cannot from playing on."""
+    """The other tests play each env's default ending (writing and coding's ``propose_verify``: half the team's
+    ``<done/>`` ends the episode from turn 2; coding's other schemes: everyone's). Under the other one every
+    degenerate strategy still loses: a finished agent that can end its teammates' work sooner must not gain from it,
+    nor one that cannot from playing on."""
     rows = evaluate(env_name, sizes=(2, 3, 4), backends=("tfidf",), tasks=TASKS, executor="local",
                     end_quorum=other_quorum, scheme=scheme)
     assert len([r for r in rows if not r.honest]) >= degenerate

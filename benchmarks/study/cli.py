@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="coding env's unit-test executor")
     design.add_argument("--end-quorum", choices=END_QUORUMS, default=None,
                         help="how many finished agents end an episode, in every env and condition (the envs' "
-                             "end_quorum; default: each env's own, writing half and coding all)")
+                             "end_quorum; default: each env's own, writing half, coding half under its default scheme "
+                             "propose_verify and all under the others)")
     design.add_argument("--dataset", nargs="+", default=None, metavar="ENV=PATH",
                         help="your own tasks per env: coding=PATH.jsonl (HumanEval's schema), writing=PATH.jsonl "
                              "(a 'source' field per line), or a dataset name of the env (e.g. coding=decomposable)")

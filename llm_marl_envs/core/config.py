@@ -141,7 +141,8 @@ class LimitsConfig:
     end_quorum: str | None = None
     """How many finished agents end the episode for everyone: ``"all"``, ``"half"`` (rounded up) or ``"any"``; short
     of everyone, from turn 2 on (``core/termination.py``). ``None``: the env's own in joint mode (its
-    ``DEFAULT_END_QUORUM``: writing ``"half"``, coding ``"all"``), ``"all"`` in MAGRPO mode."""
+    ``DEFAULT_END_QUORUM``: writing ``"half"``; coding ``"half"`` under ``scheme="propose_verify"``, its default, and
+    ``"all"`` under the others), ``"all"`` in MAGRPO mode."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None:

@@ -10,10 +10,10 @@
 * ``end_quorum`` (an env setting, :data:`END_QUORUMS`) says how many finished agents end it before that: ``"all"``
   (every agent), ``"half"`` (half the team, rounded up: one agent of 2, two of 3 or 4) or ``"any"`` (one agent, as
   in AutoGen's and CAMEL's chats, where one agent's termination message ends the conversation). Left ``None``, each
-  env picks its own (``CollaborativeTextEnv.DEFAULT_END_QUORUM``: writing ``"half"``, coding ``"all"``; MAGRPO mode
-  ``"all"``). A team
-  ended by its quorum ends with ``"quorum_done"``; the agents still working are terminated with it, and their last
-  drafts stand. A quorum counts from the second turn on. On the first no agent has had feedback or a teammate's
+  env picks its own (``CollaborativeTextEnv.DEFAULT_END_QUORUM``: writing ``"half"``; coding ``"half"`` under its
+  default scheme and ``"all"`` under the others, ``CodingEnv.DEFAULT_END_QUORUM_BY_SCHEME``; MAGRPO mode ``"all"``).
+  A team ended by its quorum ends with ``"quorum_done"``; the agents still working are terminated with it, and their
+  last drafts stand. A quorum counts from the second turn on. On the first no agent has had feedback or a teammate's
   message, so a finish there is one agent's, not the team's; the agents still working get one more turn, with
   feedback on their first drafts and any message sent them (only everyone's ``<done/>`` ends turn 1). Without this
   a team trained under ``"half"`` learned to end on its first draft, before anyone coordinated

@@ -136,7 +136,7 @@ def test_each_envs_own_ending_is_recorded_and_keys_the_log(tmp_path):
     from llm_marl_benchmarks.study.cli import env_endings
 
     default, _ = design_from_args(build_parser().parse_args(["--preset", "smoke"]))
-    assert env_endings(default) == {"writing": "half", "coding": "all"}
+    assert env_endings(default) == {"writing": "half", "coding": "half"}
     argv = ["--preset", "smoke", *SCRIPTED, "--conditions", "untrained", "--envs", "writing", "--out", str(tmp_path)]
     assert main(argv) == 0
     record = json.loads((tmp_path / "study.json").read_text())

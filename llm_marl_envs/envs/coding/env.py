@@ -75,7 +75,8 @@ fields as flat keywords, validated with errors that name the field:
 * reward, observation, limits: as in the writing env (`reward_mode`, `reward_weights`, `similarity`,
   `magrpo_episode`; `observability`, `max_observation_chars`, `reply_prefixes` — start code replies for the model,
   below —, `done_offer`; `max_turns` — 4, or MAGRPO's 2 in MAGRPO mode —, `max_action_chars`, `end_quorum` —
-  `"all"` (the default), `"half"` or `"any"` finished agents end the episode, below), and `render_mode`.
+  `"all"`, `"half"` or `"any"` finished agents end the episode; by default `"half"` under `propose_verify`, `"all"`
+  under the other schemes, below), and `render_mode`.
 
 ## Observation Space
 A string, short and plain (`core/observation.py`): the problem once (the entry point's docstring as prose, then its
@@ -167,9 +168,14 @@ visible asserts ends early and earns little. An agent that writes `<done/>` is t
 (its draft stays in the team's output; a reply that is only `<done/>` keeps it); so is an agent that resubmits its
 code unchanged (from its second draft on). Everyone terminates when all said `<done/>` (`"all_done"`), when a
 quorum has finished under `end_quorum="half"` (half the team, rounded up) or `"any"` (`"quorum_done"`, from turn 2
-on; the default `"all"` needs everyone: under `"half"` the shipped team's gain over the untrained one shrank to
-nothing, unlike the writing env's), or when a whole turn from the second on changed no draft (`"converged"`);
+on), or when a whole turn from the second on changed no draft (`"converged"`);
 the agents still live at `max_turns` are truncated (`"max_turns"`). Every turn costs `w_t`, so ending early pays.
+Left unset, `end_quorum` is `"half"` under the default scheme, `propose_verify` (since 2026-12-06): on 132 held-out
+pairs the shipped team of 2 played 86 fewer critical-path tokens under it than under `"all"` (p < 0.001) at the same
+pass rate (+0.002 [−0.007, +0.010]), by a rule written before the runs
+(docs/results/coding-propose-verify/RULE-quorum.md, quorum-heldout/). The other schemes keep `"all"`: under
+`"half"` the aux/main team's return lead over its untrained team vanished (docs/results/end-quorum/), and
+`author_fixer` was not measured under it. MAGRPO mode keeps `"all"`.
 
 ## Sample observation and chat
 `render_chat(env.chat_messages("main"))` after `reset(options={"task_id": "LME/0"})` with `dataset="decomposable"` and
@@ -381,6 +387,12 @@ class CodingEnv(CollaborativeTextEnv):
         "is_parallelizable": True,
     }
     MAGRPO_APP: ClassVar[str] = "coding"
+    DEFAULT_END_QUORUM_BY_SCHEME: ClassVar[Mapping[str, str]] = {"propose_verify": "half"}
+    """The joint mode's ``end_quorum`` per scheme when the config leaves it ``None`` (the other schemes:
+    :attr:`DEFAULT_END_QUORUM`, ``"all"``). ``propose_verify`` ends on half the team from turn 2 since the held-out
+    look of docs/results/coding-propose-verify/RULE-quorum.md: the shipped team of 2 played fewer critical-path tokens
+    and no lower a pass rate than under ``"all"``. Under ``"magrpo"`` the shipped aux/main team's return lead over
+    its untrained team vanished under ``"half"`` (docs/results/end-quorum/), and ``author_fixer`` was never measured."""
     SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
     ROLE_NEW_TOKENS: ClassVar[Mapping[str, int]] = prompts.ROLE_NEW_TOKENS
@@ -410,6 +422,12 @@ class CodingEnv(CollaborativeTextEnv):
         self.similarity = make_similarity(config.reward.similarity)
         self.magrpo_harness = config.task.magrpo_harness
         self._preambles: dict[str, str] = {}
+
+    def _resolve_end_quorum(self, end_quorum: str | None, reward_mode: str) -> str:
+        """The base rule, with the joint mode's default taken per scheme (:attr:`DEFAULT_END_QUORUM_BY_SCHEME`)."""
+        if end_quorum is None and reward_mode != "magrpo":
+            return self.DEFAULT_END_QUORUM_BY_SCHEME.get(self.config.team_scheme, self.DEFAULT_END_QUORUM)
+        return super()._resolve_end_quorum(end_quorum, reward_mode)
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
