@@ -270,7 +270,8 @@ that writes the entry point (`aux_writes_everything`) contributes nothing of tha
 Each scheme plays its own library (`--scheme NAME`, the default scheme's without it; `"magrpo_fallback"` plays the
 table above: its rewards and program are `"magrpo"`'s). `python -m llm_marl_benchmarks.reward_integrity --env coding
 --sizes 2 3 4 --backends minilm --tasks 8 --executor local --scheme propose_verify --pivot` (and `author_fixer`),
-mean joint return:
+mean joint return (`propose_verify`'s table is the same under its default ending `"half"` as under `"all"`, checked
+with `--end-quorum all` on 2026-12-06, every cell equal):
 
 | `propose_verify` strategy | honest | n=2 | n=3 | n=4 |
 |---|---|---:|---:|---:|
