@@ -181,10 +181,15 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         return episode.num_turns, episode
 
     def _resolve_end_quorum(self, end_quorum: str | None, reward_mode: str) -> str:
-        """``end_quorum`` if set, else :attr:`DEFAULT_END_QUORUM` in joint mode and ``"all"`` in MAGRPO mode."""
+        """``end_quorum`` if set, else :meth:`default_end_quorum` in joint mode and ``"all"`` in MAGRPO mode."""
         if end_quorum is not None:
             return end_quorum
-        return "all" if reward_mode == "magrpo" else self.DEFAULT_END_QUORUM
+        return "all" if reward_mode == "magrpo" else self.default_end_quorum()
+
+    def default_end_quorum(self) -> str:
+        """The joint mode's ending when the config names none: :attr:`DEFAULT_END_QUORUM` (a task may choose by its
+        own settings; the coding env does, per scheme). Called while the env is built, once ``self.config`` is set."""
+        return self.DEFAULT_END_QUORUM
 
     # ----------------------------------------------------------------------------------------------- task hooks
     @abc.abstractmethod

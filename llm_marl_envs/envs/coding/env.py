@@ -424,11 +424,9 @@ class CodingEnv(CollaborativeTextEnv):
         self.magrpo_harness = config.task.magrpo_harness
         self._preambles: dict[str, str] = {}
 
-    def _resolve_end_quorum(self, end_quorum: str | None, reward_mode: str) -> str:
-        """The base rule, with the joint mode's default taken per scheme (:attr:`DEFAULT_END_QUORUM_BY_SCHEME`)."""
-        if end_quorum is None and reward_mode != "magrpo":
-            return self.DEFAULT_END_QUORUM_BY_SCHEME.get(self.config.team_scheme, self.DEFAULT_END_QUORUM)
-        return super()._resolve_end_quorum(end_quorum, reward_mode)
+    def default_end_quorum(self) -> str:
+        """The joint mode's ending for this env's scheme (:attr:`DEFAULT_END_QUORUM_BY_SCHEME`)."""
+        return self.DEFAULT_END_QUORUM_BY_SCHEME.get(self.config.team_scheme, self.DEFAULT_END_QUORUM)
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
