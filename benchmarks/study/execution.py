@@ -342,6 +342,10 @@ def episode_row(
     more after it), or None. ``end_reason`` says how the episode ended; this says who was ready when, e.g. a team
     that ran out its budget because one coder said it on turn 1 and the other never did.
 
+    ``finished``: per agent, the turn it finished by the env's rule (said ``<done/>`` or resubmitted its part
+    unchanged), or None (:func:`finished`): the agents an ``end_quorum`` counts, e.g. whether the two agents that
+    ended a team of 4 under ``"half"`` were its coders or its tester and verifier.
+
     The three consistency columns: ``consistency_similarity`` is the mean pairwise similarity of the agents' final
     contributions (MiniLM cosine clipped to [0, 1] with the default backend: the seeds' resemblance measure),
     ``consistency_contribution`` the env's counterfactual consistency (what the reward pays), ``duplication`` the
@@ -412,6 +416,7 @@ def episode_row(
                        if planned.candidates > 1 else None),
         "turn_tests": turn_tests(trajectory.steps),
         "said_done": said_done(trajectory.steps),
+        "finished": finished(trajectory.steps),
         "turn_digests": turn_digests(trajectory.steps),
         "dtype": (precision or NO_PRECISION).get("dtype"),
         "device": (precision or NO_PRECISION).get("device"),
@@ -475,6 +480,21 @@ def said_done(steps: Sequence[Any]) -> dict[str, int | None]:
         action = step.info.get("action")
         turns.setdefault(step.agent, None)
         if isinstance(action, Mapping) and action.get("done"):
+            turns[step.agent] = step.turn
+    return turns
+
+
+def finished(steps: Sequence[Any]) -> dict[str, int | None]:
+    """Per agent who acted, the turn it finished on by the env's rule (``core/termination.py``): its action said
+    ``<done/>`` or resubmitted its part unchanged (``infos[agent]["action"]["resubmitted"]``), or None if it never
+    did: the ``finished`` column of :func:`episode_row`. These are the agents an ``end_quorum`` counts, so a log shows
+    who made up the quorum that ended an episode (``said_done`` shows only the marker)."""
+    turns: dict[str, int | None] = {}
+    for step in steps:
+        action = step.info.get("action")
+        turns.setdefault(step.agent, None)
+        if (turns[step.agent] is None and isinstance(action, Mapping)
+                and (action.get("done") or action.get("resubmitted"))):
             turns[step.agent] = step.turn
     return turns
 

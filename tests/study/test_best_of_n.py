@@ -260,3 +260,24 @@ def test_said_done_records_who_was_ready_on_which_turn():
     assert alone.end_reason == "all_done" and alone.turns == 2
     assert execution.said_done(alone.steps) == {alone.steps[0].agent: None}
     assert execution.said_done([]) == {}
+
+
+def test_finished_records_who_the_quorum_counted():
+    """The study row's ``finished``: per agent, the turn it finished by the env's rule, the marker *or* its part
+    resubmitted unchanged, or None. A team of 4 under ``"half"``: coder_1 says ``<done/>`` on turn 1; on turn 2 the
+    tester resubmits its asserts unchanged, which makes two of four finished, and the quorum ends the episode.
+    ``said_done`` sees coder_1 only; ``finished`` sees both, and the two agents still working as None."""
+    tester = 'assert count_vowel_words("") == 0'
+    script = {("coder_1", 1): ZERO + "\n<done/>", ("coder_2", 1): NONE, ("coder_2", 2): ZERO,
+              ("tester", 1): tester, ("tester", 2): tester, ("verifier", 1): "Choice: coder_1",
+              ("verifier", 2): "Choice: coder_2"}
+
+    def policy(requests: list[Any]) -> list[str]:
+        return [script[(r.agent, r.turn)] for r in requests]
+
+    env = make_env("coding", num_agents=4, max_turns=3, scheme="propose_verify", end_quorum="half", **CODING)
+    (episode,) = rollout.run_episodes([env], policy, seeds=[0], options=[{"task_id": "LME/0"}])
+    assert episode.end_reason == "quorum_done" and episode.turns == 2
+    assert execution.said_done(episode.steps) == {"coder_1": 1, "coder_2": None, "tester": None, "verifier": None}
+    assert execution.finished(episode.steps) == {"coder_1": 1, "coder_2": None, "tester": 2, "verifier": None}
+    assert execution.finished([]) == {}
