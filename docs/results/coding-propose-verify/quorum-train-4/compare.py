@@ -1,0 +1,72 @@
+"""The shipped coding-4 under the two endings, train split (PLAN.md): the team under ``end_quorum="half"`` against
+itself under ``"all"`` (the same tasks and seeds, so the same first turns), and against one agent; and, for the
+episodes the quorum ended, which agents made it up.
+
+    python compare.py          # reads study-all/ and study-half/, writes figures.json
+"""
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+from llm_marl_benchmarks.figures_json import write_figures_json
+from llm_marl_benchmarks.study.report import compare_pair, read_episodes
+
+HERE = Path(__file__).resolve().parent
+METRICS = ("turns", "critical_path_tokens", "completion_tokens", "pass_rate", "success")
+CODERS = frozenset({"coder_1", "coder_2"})
+
+
+def finished_at_end(row: dict) -> frozenset[str]:
+    """The agents finished when the episode ended. From the row's ``finished`` column (the env's own rule; logged
+    since 5be81ef, which landed after study-all began and before study-half did) where it has one; else read from
+    the digests: those not prompted on the last turn (they finished earlier), and those whose last reply said
+    ``<done/>`` or repeated their previous reply. The env's own test is the *draft* unchanged; a reply that differs
+    only outside the draft counts as a change in the digests (so that reading can only undercount the finished)."""
+    if row.get("finished") is not None:
+        return frozenset(agent for agent, turn in row["finished"].items() if turn is not None)
+    turns = row["turn_digests"]
+    last = turns[-1]
+    team = set(turns[0]["prompts"])
+    finished = team - set(last["prompts"])
+    for agent, digest in last["replies"].items():
+        earlier = [t["replies"][agent] for t in turns[:-1] if agent in t["replies"]]
+        if row["said_done"].get(agent) == last["turn"] or (earlier and earlier[-1] == digest):
+            finished.add(agent)
+    return frozenset(finished)
+
+
+def main() -> None:
+    rows = []
+    for quorum in ("all", "half"):
+        for row in read_episodes(HERE / f"study-{quorum}" / "episodes.jsonl").rows:
+            # One condition name per ending, so the report's pairing (by task and seed) can set them side by side.
+            rows.append({**row, "condition": f"{row['condition']}_{quorum}" if row["condition"] == "trained"
+                         else row["condition"]})
+    figures: dict = {"comparisons": {}}
+    for a, b in (("trained_half", "trained_all"), ("trained_half", "single"), ("trained_all", "single")):
+        for metric in METRICS:
+            result = compare_pair(rows, a, b, metric, env="coding", size=4)
+            if result is None:
+                continue
+            figures["comparisons"][f"{a} - {b}: {metric}"] = dataclasses.asdict(result)
+            print(f"{a} − {b}, {metric}: {result.mean_a:.3f} vs {result.mean_b:.3f}, {result.diff:+.3f} "
+                  f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} ({result.test})")
+    ends = {}
+    for quorum in ("all", "half"):
+        team = [r for r in rows if r["condition"] == f"trained_{quorum}"]
+        ends[quorum] = dict(sorted(Counter(r["end_reason"] for r in team).items()))
+        print(f"team under {quorum!r}: how episodes ended: {ends[quorum]}")
+    figures["end_reasons"] = ends
+    by_quorum = [r for r in rows if r["condition"] == "trained_half" and r["end_reason"] == "quorum_done"]
+    makeup = Counter(
+        "both coders among them" if finished_at_end(r) >= CODERS
+        else "one coder among them" if CODERS & finished_at_end(r) else "no coder among them"
+        for r in by_quorum)
+    figures["quorum_done_finished_agents"] = dict(sorted(makeup.items()))
+    print(f"the {len(by_quorum)} episodes the quorum ended, by who was finished: {dict(sorted(makeup.items()))}")
+    write_figures_json(HERE / "figures.json", figures)
+
+
+if __name__ == "__main__":
+    main()
