@@ -471,17 +471,23 @@ def turn_digests(steps: Sequence[Any]) -> list[dict[str, Any]] | None:
     return [trace[t] for t in sorted(trace)] or None
 
 
-def said_done(steps: Sequence[Any]) -> dict[str, int | None]:
-    """Per agent who acted, the turn whose action said ``<done/>`` (``infos[agent]["action"]["done"]``, the env's
-    parse), or None if none did: the ``said_done`` column of :func:`episode_row`. An agent that says it is finished
-    acts no more after it (``core/termination.py``), so there is at most one such turn."""
+def _first_turn(steps: Sequence[Any], ended: Callable[[Mapping[str, Any]], bool]) -> dict[str, int | None]:
+    """Per agent who acted, the first turn whose parsed action (``infos[agent]["action"]``) satisfies ``ended``, or
+    None."""
     turns: dict[str, int | None] = {}
     for step in steps:
         action = step.info.get("action")
         turns.setdefault(step.agent, None)
-        if isinstance(action, Mapping) and action.get("done"):
+        if turns[step.agent] is None and isinstance(action, Mapping) and ended(action):
             turns[step.agent] = step.turn
     return turns
+
+
+def said_done(steps: Sequence[Any]) -> dict[str, int | None]:
+    """Per agent who acted, the turn whose action said ``<done/>`` (``infos[agent]["action"]["done"]``, the env's
+    parse), or None if none did: the ``said_done`` column of :func:`episode_row`. An agent that says it is finished
+    acts no more after it (``core/termination.py``), so there is at most one such turn."""
+    return _first_turn(steps, lambda action: bool(action.get("done")))
 
 
 def finished(steps: Sequence[Any]) -> dict[str, int | None]:
@@ -489,14 +495,7 @@ def finished(steps: Sequence[Any]) -> dict[str, int | None]:
     ``<done/>`` or resubmitted its part unchanged (``infos[agent]["action"]["resubmitted"]``), or None if it never
     did: the ``finished`` column of :func:`episode_row`. These are the agents an ``end_quorum`` counts, so a log shows
     who made up the quorum that ended an episode (``said_done`` shows only the marker)."""
-    turns: dict[str, int | None] = {}
-    for step in steps:
-        action = step.info.get("action")
-        turns.setdefault(step.agent, None)
-        if (turns[step.agent] is None and isinstance(action, Mapping)
-                and (action.get("done") or action.get("resubmitted"))):
-            turns[step.agent] = step.turn
-    return turns
+    return _first_turn(steps, lambda action: bool(action.get("done") or action.get("resubmitted")))
 
 
 def token_counts(steps: Sequence[Any]) -> tuple[int | None, int | None]:
