@@ -13,6 +13,7 @@ a pass rate, so those rows drop out of the statistics of that metric instead of 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -394,6 +395,27 @@ def compare_pair(
     :func:`_compare_rows`)."""
     env_rows = select_rows(rows, env=env)
     return _compare_rows(select_rows(env_rows, a, size=size), select_rows(env_rows, b, size=size), metric)
+
+
+def compare_pairs(
+    rows: Sequence[Mapping[str, Any]], pairs: Iterable[tuple[str, str]], metrics: Sequence[str], env: str,
+    size: int | str = POOLED, echo: bool = True,
+) -> dict[str, dict[str, Any]]:
+    """Every ``(a, b)`` of ``pairs`` on every metric (:func:`compare_pair`), keyed ``"a - b: metric"`` as a results
+    folder's ``figures.json`` keeps them; with ``echo`` each is also printed on a line (means, difference, 95 % CI,
+    p, test and pairs). Comparisons that do not apply are left out."""
+    out: dict[str, dict[str, Any]] = {}
+    for a, b in pairs:
+        for metric in metrics:
+            result = compare_pair(rows, a, b, metric, env=env, size=size)
+            if result is None:
+                continue
+            out[f"{a} - {b}: {metric}"] = dataclasses.asdict(result)
+            if echo:
+                print(f"{a} − {b}, {metric}: {result.mean_a:.3f} vs {result.mean_b:.3f}, {result.diff:+.3f} "
+                      f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3g} "
+                      f"({result.test}, n = {result.n_a})")
+    return out
 
 
 def three_way(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

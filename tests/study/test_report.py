@@ -652,3 +652,25 @@ def test_the_candidate_split_explains_a_team_against_best_of_n_term_by_term(tmp_
     assert report.candidate_split(untotalled) == []
     (again,) = report.candidate_split(untotalled, {task: 4 for task in TASKS})
     assert again["terms"]["sent"].diff == pytest.approx(terms["sent"].diff)
+
+
+def test_compare_pairs_keys_every_applicable_comparison_and_prints_a_line_each(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``compare_pairs`` (the results folders' compare scripts): each (a, b) × metric as ``compare_pair`` gives it,
+    keyed ``"a - b: metric"``; a comparison that does not apply (writing has no pass rate) is left out, not filled."""
+    rows = synthetic_rows()
+    pairs = (("trained", "single"), ("trained", "untrained"))
+    out = report.compare_pairs(rows, pairs, ("critical_path_tokens", "pass_rate"), env="writing", size=2)
+    assert set(out) == {"trained - single: critical_path_tokens", "trained - untrained: critical_path_tokens"}
+    key = [(t, s) for t in range(3) for s in SEEDS]
+    trained = [40 * (2 + (t + s) % 2) for t, s in key]
+    single = [100 * (11 + t) for t, s in key]
+    result = out["trained - single: critical_path_tokens"]
+    assert result["test"] == "paired t" and result["n_a"] == 6
+    assert result["diff"] == pytest.approx(np.mean(np.subtract(trained, single)))
+    assert result["p"] == pytest.approx(sps.ttest_rel(trained, single).pvalue)
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 and printed[0].startswith("trained − single, critical_path_tokens: ")
+    assert report.compare_pairs(rows, pairs, ("pass_rate",), env="coding", size=2, echo=False).keys() == {
+        "trained - single: pass_rate", "trained - untrained: pass_rate"}
+    assert capsys.readouterr().out == ""

@@ -7,13 +7,12 @@ Written before the last run was in and run once when all four were (the rule). E
 and seed (``compare_pair``); the rule's two questions are answered at the end, by the thresholds the rule set.
 """
 
-import dataclasses
 import sys
 from collections import Counter
 from pathlib import Path
 
 from llm_marl_benchmarks.figures_json import write_figures_json
-from llm_marl_benchmarks.study.report import compare_pair, read_episodes
+from llm_marl_benchmarks.study.report import compare_pair, compare_pairs, read_episodes
 
 HERE = Path(__file__).resolve().parent
 RUNS = ("all-seed54", "all-seed56", "half-seed54", "half-seed56")
@@ -44,16 +43,8 @@ def read_rows() -> list[dict]:
 
 def main() -> None:
     rows = read_rows()
-    figures: dict = {"rule": "../RULE-quorum.md", "comparisons": {}, "end_reasons": {}}
-    for a, b in PAIRS:
-        for metric in METRICS:
-            result = compare_pair(rows, a, b, metric, env="coding", size=2)
-            if result is None:
-                continue
-            figures["comparisons"][f"{a} - {b}: {metric}"] = dataclasses.asdict(result)
-            print(f"{a} − {b}, {metric}: {result.mean_a:.3f} vs {result.mean_b:.3f}, {result.diff:+.3f} "
-                  f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3g} "
-                  f"({result.test}, n = {result.n_a})")
+    figures: dict = {"rule": "../RULE-quorum.md",
+                     "comparisons": compare_pairs(rows, PAIRS, METRICS, env="coding", size=2), "end_reasons": {}}
     for ending in ("all", "half"):
         team = [r for r in rows if r["condition"] == f"trained_{ending}"]
         figures["end_reasons"][ending] = dict(sorted(Counter(r["end_reason"] for r in team).items()))

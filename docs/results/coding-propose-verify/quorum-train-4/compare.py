@@ -5,12 +5,11 @@ episodes the quorum ended, which agents made it up.
     python compare.py          # reads study-all/ and study-half/, writes figures.json
 """
 
-import dataclasses
 from collections import Counter
 from pathlib import Path
 
 from llm_marl_benchmarks.figures_json import write_figures_json
-from llm_marl_benchmarks.study.report import compare_pair, read_episodes
+from llm_marl_benchmarks.study.report import compare_pairs, read_episodes
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("turns", "critical_path_tokens", "completion_tokens", "pass_rate", "success")
@@ -43,15 +42,8 @@ def main() -> None:
             # One condition name per ending, so the report's pairing (by task and seed) can set them side by side.
             rows.append({**row, "condition": f"{row['condition']}_{quorum}" if row["condition"] == "trained"
                          else row["condition"]})
-    figures: dict = {"comparisons": {}}
-    for a, b in (("trained_half", "trained_all"), ("trained_half", "single"), ("trained_all", "single")):
-        for metric in METRICS:
-            result = compare_pair(rows, a, b, metric, env="coding", size=4)
-            if result is None:
-                continue
-            figures["comparisons"][f"{a} - {b}: {metric}"] = dataclasses.asdict(result)
-            print(f"{a} − {b}, {metric}: {result.mean_a:.3f} vs {result.mean_b:.3f}, {result.diff:+.3f} "
-                  f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} ({result.test})")
+    pairs = (("trained_half", "trained_all"), ("trained_half", "single"), ("trained_all", "single"))
+    figures: dict = {"comparisons": compare_pairs(rows, pairs, METRICS, env="coding", size=4)}
     ends = {}
     for quorum in ("all", "half"):
         team = [r for r in rows if r["condition"] == f"trained_{quorum}"]
