@@ -17,22 +17,12 @@ CODERS = frozenset({"coder_1", "coder_2"})
 
 
 def finished_at_end(row: dict) -> frozenset[str]:
-    """The agents finished when the episode ended. From the row's ``finished`` column (the env's own rule; logged
-    since 5be81ef, which landed after study-all began and before study-half did) where it has one; else read from
-    the digests: those not prompted on the last turn (they finished earlier), and those whose last reply said
-    ``<done/>`` or repeated their previous reply. The env's own test is the *draft* unchanged; a reply that differs
-    only outside the draft counts as a change in the digests (so that reading can only undercount the finished)."""
-    if row.get("finished") is not None:
-        return frozenset(agent for agent, turn in row["finished"].items() if turn is not None)
-    turns = row["turn_digests"]
-    last = turns[-1]
-    team = set(turns[0]["prompts"])
-    finished = team - set(last["prompts"])
-    for agent, digest in last["replies"].items():
-        earlier = [t["replies"][agent] for t in turns[:-1] if agent in t["replies"]]
-        if row["said_done"].get(agent) == last["turn"] or (earlier and earlier[-1] == digest):
-            finished.add(agent)
-    return frozenset(finished)
+    """The agents finished when the episode ended, from the row's ``finished`` column (the turn each finished by the
+    env's rule: ``<done/>`` or its part resubmitted unchanged). It was logged from 5be81ef on, which landed after
+    study-all began and before study-half did; only study-half's rows are read here."""
+    if row.get("finished") is None:
+        raise SystemExit(f"{row['key']}: no 'finished' column (a log written before 5be81ef)")
+    return frozenset(agent for agent, turn in row["finished"].items() if turn is not None)
 
 
 def main() -> None:
@@ -51,10 +41,8 @@ def main() -> None:
         print(f"team under {quorum!r}: how episodes ended: {ends[quorum]}")
     figures["end_reasons"] = ends
     by_quorum = [r for r in rows if r["condition"] == "trained_half" and r["end_reason"] == "quorum_done"]
-    makeup = Counter(
-        "both coders among them" if finished_at_end(r) >= CODERS
-        else "one coder among them" if CODERS & finished_at_end(r) else "no coder among them"
-        for r in by_quorum)
+    coders_finished = [len(CODERS & finished_at_end(r)) for r in by_quorum]
+    makeup = Counter(("no coder", "one coder", "both coders")[n] + " among them" for n in coders_finished)
     figures["quorum_done_finished_agents"] = dict(sorted(makeup.items()))
     print(f"the {len(by_quorum)} episodes the quorum ended, by who was finished: {dict(sorted(makeup.items()))}")
     write_figures_json(HERE / "figures.json", figures)
