@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -416,6 +417,25 @@ def compare_pairs(
                       f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3g} "
                       f"({result.test}, n = {result.n_a})")
     return out
+
+
+def finished_agents(row: Mapping[str, Any]) -> frozenset[str]:
+    """The agents finished when the episode ended, from the row's ``finished`` column (the turn each finished by the
+    env's rule: ``<done/>``, or its part resubmitted unchanged; :func:`episode_row`). Logs written before the column
+    existed (5be81ef) lack it: a :class:`ValueError` names the row rather than counting nobody finished."""
+    turns = row.get("finished")
+    if not isinstance(turns, Mapping):
+        raise ValueError(f"{row.get('key', '?')}: no 'finished' column (a study log written before 5be81ef)")
+    return frozenset(agent for agent, turn in turns.items() if turn is not None)
+
+
+def quorum_makeup(rows: Iterable[Mapping[str, Any]], members: Collection[str]) -> dict[int, int]:
+    """Among the episodes an ``end_quorum`` ended (``end_reason == "quorum_done"``): how many had 0, 1, 2, ... of
+    ``members`` (e.g. a team's coders) among their finished agents (:func:`finished_agents`), as ``{k: episodes}``
+    sorted by k. It says whether the agents the quorum counted were the ones whose work is the team's answer."""
+    wanted = frozenset(members)
+    counts = Counter(len(wanted & finished_agents(r)) for r in rows if r.get("end_reason") == "quorum_done")
+    return dict(sorted(counts.items()))
 
 
 def three_way(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

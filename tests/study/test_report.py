@@ -674,3 +674,32 @@ def test_compare_pairs_keys_every_applicable_comparison_and_prints_a_line_each(
     assert report.compare_pairs(rows, pairs, ("pass_rate",), env="coding", size=2, echo=False).keys() == {
         "trained - single: pass_rate", "trained - untrained: pass_rate"}
     assert capsys.readouterr().out == ""
+
+
+def test_quorum_makeup_counts_the_members_finished_in_each_quorum_ending() -> None:
+    """``quorum_makeup`` (who made up a team of 4's quorum): only episodes ended by the quorum count, an agent counts
+    once it has a finishing turn (None: not finished), and a log without the ``finished`` column is an error that
+    names the row, not a quiet "nobody finished"."""
+    coders = ("coder_1", "coder_2")
+
+    def row(key: str, end: str, **turns: int | None) -> dict[str, Any]:
+        every = dict.fromkeys(("coder_1", "coder_2", "tester", "verifier"))
+        return {"key": key, "end_reason": end, "finished": {**every, **turns}}
+
+    rows = [
+        row("a", "quorum_done", coder_1=2, coder_2=2),
+        row("b", "quorum_done", coder_1=1, tester=2),
+        row("c", "quorum_done", tester=2, verifier=3),
+        row("d", "quorum_done", coder_2=3, verifier=1),
+        row("e", "solved", coder_1=1, coder_2=1),  # ended by the tests, not the quorum: not counted
+        row("f", "max_turns"),
+    ]
+    assert report.finished_agents(rows[1]) == frozenset({"coder_1", "tester"})
+    assert report.quorum_makeup(rows, coders) == {0: 1, 1: 2, 2: 1}
+    assert list(report.quorum_makeup(rows, coders)) == [0, 1, 2]
+    assert report.quorum_makeup(rows, ("tester", "verifier")) == {0: 1, 1: 2, 2: 1}
+    assert report.quorum_makeup(rows[4:], coders) == {}
+    old = {"key": "g", "end_reason": "quorum_done"}
+    with pytest.raises(ValueError, match="g: no 'finished' column"):
+        report.quorum_makeup([*rows, old], coders)
+    assert report.quorum_makeup([*rows, {**old, "end_reason": "max_turns"}], coders) == {0: 1, 1: 2, 2: 1}

@@ -9,20 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 from llm_marl_benchmarks.figures_json import write_figures_json
-from llm_marl_benchmarks.study.report import compare_pairs, read_episodes
+from llm_marl_benchmarks.study.report import compare_pairs, quorum_makeup, read_episodes
 
 HERE = Path(__file__).resolve().parent
 METRICS = ("turns", "critical_path_tokens", "completion_tokens", "pass_rate", "success")
 CODERS = frozenset({"coder_1", "coder_2"})
-
-
-def finished_at_end(row: dict) -> frozenset[str]:
-    """The agents finished when the episode ended, from the row's ``finished`` column (the turn each finished by the
-    env's rule: ``<done/>`` or its part resubmitted unchanged). It was logged from 5be81ef on, which landed after
-    study-all began and before study-half did; only study-half's rows are read here."""
-    if row.get("finished") is None:
-        raise SystemExit(f"{row['key']}: no 'finished' column (a log written before 5be81ef)")
-    return frozenset(agent for agent, turn in row["finished"].items() if turn is not None)
 
 
 def main() -> None:
@@ -40,11 +31,12 @@ def main() -> None:
         ends[quorum] = dict(sorted(Counter(r["end_reason"] for r in team).items()))
         print(f"team under {quorum!r}: how episodes ended: {ends[quorum]}")
     figures["end_reasons"] = ends
-    by_quorum = [r for r in rows if r["condition"] == "trained_half" and r["end_reason"] == "quorum_done"]
-    coders_finished = [len(CODERS & finished_at_end(r)) for r in by_quorum]
-    makeup = Counter(("no coder", "one coder", "both coders")[n] + " among them" for n in coders_finished)
+    # Who was finished in the episodes the quorum ended (the `finished` column, logged from 5be81ef on: it landed
+    # after study-all began and before study-half did, and only study-half's rows are read here).
+    counts = quorum_makeup((r for r in rows if r["condition"] == "trained_half"), CODERS)
+    makeup = {("no coder", "one coder", "both coders")[n] + " among them": k for n, k in counts.items()}
     figures["quorum_done_finished_agents"] = dict(sorted(makeup.items()))
-    print(f"the {len(by_quorum)} episodes the quorum ended, by who was finished: {dict(sorted(makeup.items()))}")
+    print(f"the {sum(counts.values())} episodes the quorum ended, by who was finished: {dict(sorted(makeup.items()))}")
     write_figures_json(HERE / "figures.json", figures)
 
 
