@@ -11,14 +11,13 @@ credit > 0 among those episodes: a coder's credit is its own candidate's held-ou
 the passenger target's reach.
 """
 
-import dataclasses
 import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from llm_marl_benchmarks.figures_json import write_figures_json
-from llm_marl_benchmarks.study.report import compare_pair, read_episodes
+from llm_marl_benchmarks.study.report import compare_pairs, read_episodes
 
 ROOT = Path(__file__).resolve().parent  # the study folders beside this script
 CONDITIONS = ("trained", "untrained", "single", "single_best_of_n")
@@ -71,19 +70,16 @@ def main(sizes: list[str]) -> None:
               + f" passes any held-out test: {entry['passes_any']:.0%}"
               + (f"; credit > 0 then: {given}" if given else ""))
     print()
-    for team in ("trained", "untrained"):
-        for other in ("untrained", "single", "single_best_of_n"):
-            if team == other or not by_condition[team] or not by_condition[other]:
-                continue
-            rows = [*by_condition[team].values(), *by_condition[other].values()]
-            for metric in METRICS:
-                # The study's own test: paired by task and seed when every episode has its partner, else Welch.
-                result = compare_pair(rows, team, other, metric, "coding")
-                name = f"{team} - {other}: {metric}"
-                figures["comparisons"][name] = dataclasses.asdict(result)
-                print(f"{name} ({result.n_a} pairs): {result.mean_a:.3f} vs {result.mean_b:.3f}, "
-                      f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}"
-                      + (f" ({result.mean_a / result.mean_b:.2f}x)" if metric == "pass_rate" and result.mean_b else ""))
+    pairs = [(team, other) for team in ("trained", "untrained") for other in ("untrained", "single", "single_best_of_n")
+             if team != other and by_condition[team] and by_condition[other]]
+    rows = [row for by_pair in by_condition.values() for row in by_pair.values()]
+    # The study's own test: paired by task and seed when every episode has its partner, else Welch.
+    figures["comparisons"] = compare_pairs(rows, pairs, METRICS, "coding", echo=False)
+    for name, result in figures["comparisons"].items():
+        ratio = result["mean_a"] / result["mean_b"] if name.endswith(": pass_rate") and result["mean_b"] else None
+        print(f"{name} ({result['n_a']} pairs): {result['mean_a']:.3f} vs {result['mean_b']:.3f}, "
+              f"{result['diff']:+.3f} [{result['diff_ci_low']:+.3f}, {result['diff_ci_high']:+.3f}], "
+              f"p = {result['p']:.3f}" + (f" ({ratio:.2f}x)" if ratio is not None else ""))
     # One folder: its paired.json; several: pooled.json in the folder that holds them all.
     target = ROOT / sizes[0] / "paired.json" if len(sizes) == 1 else ROOT / os.path.commonpath(sizes) / "pooled.json"
     write_figures_json(target, figures)
