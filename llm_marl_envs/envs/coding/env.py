@@ -175,7 +175,8 @@ pairs the shipped team of 2 played 86 fewer critical-path tokens under it than u
 pass rate (+0.002 [−0.007, +0.010]), by a rule written before the runs
 (docs/results/coding-propose-verify/RULE-quorum.md, quorum-heldout/); the shipped team of 4 kept its pass rate
 under it too on 48 train-split pairs (−0.008 [−0.024, +0.008]; quorum-train-4/), and held out under it (48 pairs,
-float32) it stays above its untrained team (p = 0.003), not shown above one agent (p = 0.097; heldout-4-half/).
+float32) it stays above its untrained team (p = 0.003), not shown above one agent (p = 0.097; heldout-4-half/; nor
+on 99 fresh pairs, p = 0.117: heldout-4-half-fresh/).
 The other schemes keep `"all"`:
 under `"half"` the aux/main team's return lead over its untrained team vanished (docs/results/end-quorum/), and
 `author_fixer` was not measured under it. MAGRPO mode keeps `"all"`.
