@@ -282,17 +282,20 @@ def test_ray_scale_out_against_a_local_ray_instance_logs_and_resumes_the_same_wa
 
 
 @pytest.mark.model
-@pytest.mark.docker
 @pytest.mark.slow
+# Writing only, so no sandbox and no Docker: it runs next to the serial phase, on the core that phase leaves idle
+# (about 90 s there, which the 2-core parallel phase no longer carries).
+@pytest.mark.beside_serial
 @pytest.mark.timeout(1800)  # ~1.5 min on 2 idle cores; a shared machine can take several times that
 def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_path, capsys):
     """The smoke preset's path with the default model: train a 2-agent team briefly, evaluate the three conditions,
     report. On writing only: the study trains and plays every env through the same code, the scripted smoke test above
     runs both envs through it, and the main-preset test below plays coding with the default model in the sandbox
     (both envs here took 5 to 6 min of one core, the suite's longest test). One pair a condition: the preset's 12
-    episodes took 100 of this test's 170 s (prefilling the writing tasks' long prompts) and ran no other code."""
-    argv = ["--preset", "smoke", "--envs", "writing", "--pairs", "1", "--tasks", "1", "--similarity", "tfidf",
-            "--out", str(tmp_path)]
+    episodes took 100 of this test's 170 s (prefilling the writing tasks' long prompts) and ran no other code. 12 new
+    tokens a reply instead of the preset's 32 (the training step keeps its 24): 91 s instead of 102 on one thread."""
+    argv = ["--preset", "smoke", "--envs", "writing", "--pairs", "1", "--tasks", "1", "--max-new-tokens", "12",
+            "--similarity", "tfidf", "--out", str(tmp_path)]
     assert main(argv) == 0
     rows = logged(tmp_path)
     assert {r["key"] for r in rows} == planned_keys(argv) and {r["env"] for r in rows} == {"writing"}
@@ -314,18 +317,19 @@ def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_pa
 @pytest.mark.timeout(1800)
 def test_main_preset_plays_the_shipped_teams_against_every_condition(tmp_path, capsys):
     """The main job's path, shortened: the shipped teams (``--adapters builtin`` by default) against the untrained
-    team, one agent and the adapters-off team, paired, with a numeric headline (no ``n/a`` cells)."""
+    team, one agent and the adapters-off team, paired, with a numeric headline (no ``n/a`` cells). 12 new tokens a
+    reply: the path, not the replies, is under test (53 s alone on 2 cores against 65 s with 24)."""
     from llm_marl_baselines.teams import builtin_team_dir
 
     argv = ["--preset", "main", "--conditions", "trained", "untrained", "single", "base", "--pairs", "1", "--tasks",
-            "1", "--max-new-tokens", "24", "--max-turns", "2", "--similarity", "tfidf", "--out", str(tmp_path),
+            "1", "--max-new-tokens", "12", "--max-turns", "2", "--similarity", "tfidf", "--out", str(tmp_path),
             "--env-option", f"coding.scheme={shipped_coding_scheme()}"]
     assert main(argv) == 0
     rows = logged(tmp_path)
     assert {r["key"] for r in rows} == planned_keys(argv)
     assert {r["condition"] for r in rows} == {"trained", "untrained", "single", "base"}
     # The model's replies carry token ids: every episode has its latency in tokens.
-    assert all(0 < r["critical_path_tokens"] <= r["completion_tokens"] <= 24 * 2 * r["turns"] for r in rows)
+    assert all(0 < r["critical_path_tokens"] <= r["completion_tokens"] <= 12 * 2 * r["turns"] for r in rows)
     record = json.loads((tmp_path / "study.json").read_text())
     for env in ("writing", "coding"):
         team = record["teams"][f"{env}-2"]
