@@ -9,8 +9,16 @@ folder that holds them (here, this one; ``2-turn1/pooled.json`` for ``2-turn1/st
 condition it also gives the share of episodes whose program passes any held-out test, and for a team each agent's
 credit > 0 among those episodes: a coder's credit is its own candidate's held-out pass rate, so the first share bounds
 the passenger target's reach.
+
+A pooled file names the folders it pools (``"folders"``), and the script will not overwrite one that another set of
+folders wrote: pooling two folders whose common folder is this one would otherwise replace the 2-40 pooling's
+``pooled.json``. ``--out PATH`` writes elsewhere. A file written before pooled files named their folders counts as
+this pooling's when every figure in it is one computed now (older versions of this script wrote fewer), and is left
+as it is.
 """
 
+import argparse
+import json
 import os
 import sys
 from collections.abc import Iterable
@@ -39,7 +47,35 @@ def credit_shares(rows: list[dict], agents: Iterable[str] | None = None) -> dict
     return {a: sum((r["contributions"].get(a) or 0) > 0 for r in rows) / len(rows) for a in names}
 
 
-def main(sizes: list[str]) -> None:
+def _within(old: object, new: object) -> bool:
+    """Whether every value of ``old`` is in ``new`` at the same place (``new`` may hold more keys)."""
+    if isinstance(old, dict):
+        return isinstance(new, dict) and all(k in new and _within(v, new[k]) for k, v in old.items())
+    return old == new
+
+
+def pooled_file_holds(target: Path, figures: dict, folders: list[str]) -> str:
+    """What ``target`` holds, for pooled ``figures`` of ``folders``: ``"nothing"`` (absent), ``"this"`` (it names the
+    same folders, in any order), ``"this, unnamed"`` (it names none, written before pooled files did, and every
+    figure in it is one of ``figures``: an older paired.py wrote fewer) or ``"another"`` (another pooling's figures,
+    which must not be overwritten)."""
+    if not target.exists():
+        return "nothing"
+    existing = json.loads(target.read_text(encoding="utf-8"))
+    if "folders" in existing:
+        return "this" if sorted(existing["folders"]) == sorted(folders) else "another"
+    return "this, unnamed" if _within(existing, json.loads(json.dumps(figures))) else "another"  # JSON: no tuples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sizes", nargs="*", default=["2"], metavar="FOLDER",
+                        help="study folders beside this script (default: 2); several are pooled")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where to write the figures (default: FOLDER/paired.json; pooled: pooled.json in the "
+                             "folder that holds them all)")
+    args = parser.parse_args(argv)
+    sizes: list[str] = args.sizes
     by_condition: dict[str, dict] = {c: {} for c in CONDITIONS}
     for size in sizes:
         for folder in ("base", "trained", "."):
@@ -82,8 +118,22 @@ def main(sizes: list[str]) -> None:
               f"p = {result['p']:.3f}" + (f" ({ratio:.2f}x)" if ratio is not None else ""))
     # One folder: its paired.json; several: pooled.json in the folder that holds them all.
     target = ROOT / sizes[0] / "paired.json" if len(sizes) == 1 else ROOT / os.path.commonpath(sizes) / "pooled.json"
+    if args.out is not None:
+        target = args.out
+    if len(sizes) > 1:
+        holds = pooled_file_holds(target, figures, sizes)
+        if holds == "another":
+            print(f"paired.py: {target} holds another pooling's figures; nothing written. Name a file with --out.",
+                  file=sys.stderr)
+            return 2
+        if holds == "this, unnamed":  # left byte for byte as committed
+            print(f"{target}: left as it is (this pooling's figures, written before pooled files named their "
+                  "folders); --out PATH writes today's fuller set")
+            return 0
+        figures = {"folders": list(sizes), **figures}
     write_figures_json(target, figures)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["2"])
+    sys.exit(main())
