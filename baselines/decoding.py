@@ -199,6 +199,7 @@ def sample_rows(
     stop_ids: Sequence[int],
     pad_id: int,
     min_new_tokens: int = 0,
+    row_max_new_tokens: Sequence[int] | None = None,
     logprobs: bool = True,
     share_prefix: bool = True,
     cache: str = "static",
@@ -218,6 +219,10 @@ def sample_rows(
     row from the ``(rows, vocab)`` logits (after the minimum-length processor); default ``TopKSampler(temperature,
     top_p)``, another for comparisons (``benchmarks/sampling.py`` times generate's whole-vocabulary draw here).
     ``weight_first``: decode under :func:`weight_first_linears` (False: ``F.linear`` throughout, for comparisons).
+    ``row_max_new_tokens``: per row, the most new tokens it may take (each from 1 to ``max_new_tokens``; e.g. its
+    role's budget in a batch of roles with different ones): a row that reaches its own ends there, recorded as cut by
+    its budget (``stopped`` False). The other rows sample what they would without it, since every row is drawn at
+    every step, and a row cut short holds the first tokens of what it would have written.
     ``compact``: drop finished rows from the batch once a quarter of it has finished (:func:`_worth_compacting`; False:
     every row runs to the last step, for comparisons); the samples are the same either way up to the logits' rounding.
     ``prompt_store`` (with ``share_prefix``): a :class:`~llm_marl_baselines.prompt_store.PromptStore` of earlier
@@ -238,6 +243,15 @@ def sample_rows(
         raise ValueError(f"prompt_keys: expected one per prompt ({len(prompts)}), got {len(prompt_keys)}")
     if graphs is not None and not share_prefix:
         raise ValueError("graphs: decoding with a GraphDecoder needs share_prefix=True")
+    if row_max_new_tokens is not None:
+        row_max_new_tokens = list(row_max_new_tokens)
+        if len(row_max_new_tokens) != len(row_prompt):
+            raise ValueError(f"row_max_new_tokens: expected one per row ({len(row_prompt)}), "
+                             f"got {len(row_max_new_tokens)}")
+        if any(isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= max_new_tokens
+               for n in row_max_new_tokens):
+            raise ValueError(f"row_max_new_tokens: expected ints from 1 to max_new_tokens ({max_new_tokens}), got "
+                             f"{row_max_new_tokens[:8]}...")
     route = rows_context or _no_routing
     device = next(model.parameters()).device
     rows = torch.tensor(list(row_prompt), dtype=torch.long, device=device)
@@ -281,6 +295,8 @@ def sample_rows(
         mask = torch.cat([prompt_mask, prompt_mask.new_ones((n_rows, max_new_tokens))], dim=1)
         next_position = positions[:, -1:] + 1
         unfinished = torch.ones(n_rows, dtype=torch.bool, device=device)
+        row_limits = (None if row_max_new_tokens is None
+                      else torch.tensor(row_max_new_tokens, dtype=torch.long, device=device))
         active = torch.arange(n_rows, device=device)  # the rows the cache still holds, in row order
         recorded: list[Tensor] = []
         steps = 0
@@ -303,6 +319,8 @@ def sample_rows(
                 sequences[:, width + t] = token
                 steps = t + 1
                 unfinished &= ~torch.isin(token, stop)
+                if row_limits is not None:
+                    unfinished &= row_limits > steps
                 if not bool(unfinished.any()) or steps == max_new_tokens:
                     break
                 still = unfinished.index_select(0, active)
@@ -327,6 +345,8 @@ def sample_rows(
     stop_set = set(stop.tolist())
     tokens, kept_logprobs, stopped = [], [], []
     for r, row in enumerate(new_tokens):
+        if row_max_new_tokens is not None:
+            row = row[:row_max_new_tokens[r]]  # what follows is padding, which may be a stop id
         end = next((i for i, token in enumerate(row) if token in stop_set), None)
         length = len(row) if end is None else end + 1
         tokens.append(row[:length])

@@ -420,6 +420,7 @@ class TeamModel:
         logprobs: bool = True,
         min_new_tokens: int = 0,
         prompt_store: PromptStore | None = None,
+        role_max_new_tokens: Mapping[str, int] | None = None,
     ) -> list[list[Generation]]:
         """``samples_per_request`` records per request, in request order, from one ``generate`` call per base model.
 
@@ -434,6 +435,10 @@ class TeamModel:
         ``prompt_store``: a :class:`~llm_marl_baselines.prompt_store.PromptStore` (with ``share_prefix``) from which
         each (agent, prompt) reuses the keys and values of its longest prefix prefilled before under its agent's
         adapter; only while the weights stay as they were (evaluation): training passes none.
+        ``role_max_new_tokens``: per agent, a budget below ``settings.max_new_tokens`` at which its replies stop (an
+        env's roles' budgets, ``env.suggested_max_new_tokens([agent])``, in a call that serves roles with different
+        ones); the other rows sample what they would without it, and a reply cut short is the start of what it would
+        have been (:func:`~llm_marl_baselines.decoding.sample_rows`).
         """
         if isinstance(samples_per_request, bool) or not isinstance(samples_per_request, int) or samples_per_request < 1:
             raise ValueError(f"samples_per_request: expected an int >= 1, got {samples_per_request!r}")
@@ -445,6 +450,7 @@ class TeamModel:
             if agent not in self._group_of:
                 raise ValueError(f"requests[{index}]: no adapter for agent {agent!r}; "
                                  f"this team has {list(self.agents)}")
+        budgets = _role_budgets(role_max_new_tokens, settings.max_new_tokens)
         records: list[list[Generation]] = [[] for _ in requests]
         if not requests:
             return records
@@ -464,7 +470,10 @@ class TeamModel:
                 for start in range(0, len(rows), chunk):
                     batch = rows[start:start + chunk]
                     agents = [requests[i].agent for i, _ in batch]
-                    generated = run(group, [ids for _, ids in batch], agents, settings, logprobs, min_new_tokens)
+                    limits = (None if budgets is None
+                              else [budgets.get(agent, settings.max_new_tokens) for agent in agents])
+                    generated = run(group, [ids for _, ids in batch], agents, settings, logprobs, min_new_tokens,
+                                    limits)
                     for (i, _), record in zip(batch, generated, strict=True):
                         records[i].append(dataclasses.replace(record, text=completion_text(
                             prefixes[i], record.text)))
@@ -472,17 +481,19 @@ class TeamModel:
 
     def as_rollout_policy(
         self, settings: GenerationSettings, *, logprobs: bool = True, min_new_tokens: int = 0,
-        prompt_store: PromptStore | None = None,
+        prompt_store: PromptStore | None = None, role_max_new_tokens: Mapping[str, int] | None = None,
     ) -> TeamRolloutPolicy:
         """This team as the policy :func:`llm_marl_envs.rollout.run_episodes` / ``rollout_tree`` call: one record
         per :class:`~llm_marl_envs.rollout.ChatRequest` (``rollout_tree``'s G identical requests per agent are G rows
         of the same single ``generate`` call). ``min_new_tokens``: no stop before that many tokens (benchmarks use
-        it to fix completion lengths). ``prompt_store``: see :meth:`generate` (evaluation only)."""
-        return TeamRolloutPolicy(self, settings, logprobs, min_new_tokens, prompt_store)
+        it to fix completion lengths). ``prompt_store``: see :meth:`generate` (evaluation only);
+        ``role_max_new_tokens``: see :meth:`generate`."""
+        return TeamRolloutPolicy(self, settings, logprobs, min_new_tokens, prompt_store,
+                                 dict(role_max_new_tokens) if role_max_new_tokens is not None else None)
 
     def _sample_shared(self, group: _Group, encoded: list[list[int]], agents: list[str],
                        settings: GenerationSettings, logprobs: bool, min_new_tokens: int,
-                       prompt_store: PromptStore | None = None) -> list[Generation]:
+                       limits: list[int] | None = None, prompt_store: PromptStore | None = None) -> list[Generation]:
         """Rows sampled with each distinct (agent, prompt) prefilled once under its agent's adapter
         (:func:`llm_marl_baselines.decoding.sample_rows`); the record text is the decoded continuation, unstripped."""
         distinct: dict[tuple[str, tuple[int, ...]], int] = {}
@@ -499,8 +510,8 @@ class TeamModel:
             sampled = sample_rows(group.model, [list(ids) for _, ids in distinct], row_prompt,
                                   temperature=settings.temperature, top_p=settings.top_p,
                                   max_new_tokens=settings.max_new_tokens, stop_ids=sorted(group.stop_ids),
-                                  pad_id=group.pad_id, min_new_tokens=min_new_tokens, logprobs=logprobs,
-                                  rows_context=rows_context, prompt_store=prompt_store,
+                                  pad_id=group.pad_id, min_new_tokens=min_new_tokens, row_max_new_tokens=limits,
+                                  logprobs=logprobs, rows_context=rows_context, prompt_store=prompt_store,
                                   prompt_keys=prompt_agents, graphs=self._graph_decoder(group))
         finally:
             group.model.train(was_training)
@@ -523,10 +534,11 @@ class TeamModel:
         return graph_decoder(group.model, group.agents, compile=self.graph_compile)
 
     def _generate_rows(self, group: _Group, encoded: list[list[int]], agents: list[str], settings: GenerationSettings,
-                       logprobs: bool, min_new_tokens: int) -> list[Generation]:
+                       logprobs: bool, min_new_tokens: int, limits: list[int] | None = None) -> list[Generation]:
         """The reference path: one ``model.generate`` call over every row (``share_prefix=False``), drawing its
         tokens with :func:`~llm_marl_baselines.decoding.sample_rows`' sampler; the record text is the decoded
-        continuation, unstripped."""
+        continuation, unstripped. ``limits`` cut rows afterwards: generate draws every row at every step, so the cut
+        rows and the others are what :func:`~llm_marl_baselines.decoding.sample_rows` gives with the same limits."""
         from transformers import LogitsProcessorList, MinNewTokensLengthLogitsProcessor
 
         device = group.loaded.device
@@ -562,6 +574,8 @@ class TeamModel:
         tokenizer = group.loaded.tokenizer
         records = []
         for row, tokens in enumerate(new_tokens.tolist()):
+            if limits is not None:
+                tokens = tokens[:limits[row]]
             ends = [i for i, token in enumerate(tokens) if token in group.stop_ids]
             length = ends[0] + 1 if ends else len(tokens)
             completion = tokens[:length]
@@ -783,6 +797,8 @@ class TeamRolloutPolicy:
     logprobs: bool = True
     min_new_tokens: int = 0
     prompt_store: PromptStore | None = None
+    role_max_new_tokens: Mapping[str, int] | None = None
+    """Per agent, the budget its replies stop at (:meth:`TeamModel.generate`); None: ``settings.max_new_tokens``."""
     calls: CallSeeds = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -791,7 +807,8 @@ class TeamRolloutPolicy:
     def __call__(self, requests: Sequence[ChatRequest]) -> list[Generation]:
         """One record per request."""
         generated = self.team.generate(requests, self.calls.next(), logprobs=self.logprobs,
-                                       min_new_tokens=self.min_new_tokens, prompt_store=self.prompt_store)
+                                       min_new_tokens=self.min_new_tokens, prompt_store=self.prompt_store,
+                                       role_max_new_tokens=self.role_max_new_tokens)
         return [samples[0] for samples in generated]
 
 
@@ -840,6 +857,18 @@ def _adapter_parameters(model: Any, agent: str) -> list[torch.nn.Parameter]:
                     value = adapter[agent]
                     parameters.extend([value] if isinstance(value, torch.nn.Parameter) else value.parameters())
     return parameters
+
+
+def _role_budgets(budgets: Mapping[str, int] | None, max_new_tokens: int) -> dict[str, int] | None:
+    """``budgets`` checked, each capped at ``max_new_tokens`` (None stays None)."""
+    if budgets is None:
+        return None
+    if not isinstance(budgets, Mapping):
+        raise TypeError(f"role_max_new_tokens: expected a mapping of agent to int, got {type(budgets).__name__}")
+    for agent, budget in budgets.items():
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"role_max_new_tokens[{agent!r}]: expected an int >= 1, got {budget!r}")
+    return {agent: min(budget, max_new_tokens) for agent, budget in budgets.items()}
 
 
 def _encode(group: _Group, requests: Sequence[Any], max_new_tokens: int) -> list[list[int]]:

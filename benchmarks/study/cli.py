@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--max-turns", type=int, default=None,
                         help="turn budget of every multi-turn condition (default 4)")
     design.add_argument("--max-new-tokens", type=int, default=None)
+    design.add_argument("--role-budgets", action="store_true", default=None,
+                        help="the trained team's replies stop at their own role's token budget (e.g. a coding "
+                             "verifier's 48), not the batch's")
     design.add_argument("--temperature", type=float, default=None)
     design.add_argument("--top-p", type=float, default=None)
     design.add_argument("--similarity", choices=("auto", "minilm", "tfidf"), default=None,
@@ -158,7 +161,8 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
     values: dict[str, Any] = dict(preset["design"])
     flags = {"envs": args.envs, "team_sizes": args.sizes, "conditions": args.conditions, "episodes": args.episodes,
              "tasks": args.tasks, "split": args.split, "seed": args.seed, "max_turns": args.max_turns,
-             "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
+             "max_new_tokens": args.max_new_tokens, "role_budgets": args.role_budgets,
+             "temperature": args.temperature, "top_p": args.top_p,
              "similarity": args.similarity}
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.episodes is not None:

@@ -170,6 +170,11 @@ class StudyDesign:
     their own."""
     max_new_tokens: int | None = None
     """New tokens per action; ``None``: each env's budget for its roles (``env.suggested_max_new_tokens()``)."""
+    role_budgets: bool = False
+    """The trained team's replies stop at their own role's budget (``env.suggested_max_new_tokens([agent])``, capped
+    at the batch's): a coding verifier's 48 tokens, not the 160 its batch's coders need. False (default): every reply
+    of a batch has the batch's budget, as every committed figure ran. The base model's conditions (untrained, single,
+    base, ...) play one budget per batch either way."""
     temperature: float = 0.7
     top_p: float = 0.95
     similarity: str = "auto"
@@ -322,6 +327,8 @@ class StudyDesign:
         data["missing_teams"] = [list(cell) for cell in self.missing_teams]
         if self.cell_episodes is not None:
             data["cell_episodes"] = {str(size): count for size, count in self.cell_episodes.items()}
+        if not self.role_budgets:  # absent when off: the config hashes of runs from before it existed stay the same
+            del data["role_budgets"]
         return data
 
 

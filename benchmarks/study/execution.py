@@ -179,11 +179,12 @@ def batch_prompt_store(spec: PolicySpec) -> Any:
     return PromptStore(PROMPT_STORE_BYTES) if spec.reuse_prompts else None
 
 
-def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any,
-                    store: Any = None) -> tuple[Any, dict[str, str | None]]:
+def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store: Any = None,
+                    role_budgets: Mapping[str, int] | None = None) -> tuple[Any, dict[str, str | None]]:
     """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
     precision its weights run in (:func:`model_precision`; every log row records it). ``store``: the batch's
-    :class:`~llm_marl_baselines.prompt_store.PromptStore` (None: no reuse) for a local model or a team."""
+    :class:`~llm_marl_baselines.prompt_store.PromptStore` (None: no reuse) for a local model or a team.
+    ``role_budgets``: per agent, the budget a team's replies stop at (the design's ``role_budgets``)."""
     if team_dir is not None and spec.kind != "scripted":
         key = ("team", team_dir, spec.dtype, spec.generate_rows)
         if key not in _POLICIES:
@@ -195,7 +196,7 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any,
             _POLICIES[key] = TeamModel.load(list(manifest.roles), manifest.base_model, dtype=spec.dtype,
                                             adapters=adapters, max_batch_rows=spec.generate_rows)
         team = _POLICIES[key]
-        return (team.as_rollout_policy(settings, logprobs=False, prompt_store=store),
+        return (team.as_rollout_policy(settings, logprobs=False, prompt_store=store, role_max_new_tokens=role_budgets),
                 model_precision(team.model_of(agent) for agent in team.agents))
     key = ("base", spec)
     if key not in _POLICIES:
@@ -243,7 +244,10 @@ def run_batch(
     settings = GenerationSettings(temperature=design.temperature, top_p=design.top_p, max_new_tokens=budget,
                                   seed=_stable_seed(first.key))
     store = batch_prompt_store(policy)
-    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store)
+    role_budgets = None
+    if design.role_budgets and batch.team_dir is not None:
+        role_budgets = {agent: env.suggested_max_new_tokens([agent]) for env in envs for agent in env.possible_agents}
+    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store, role_budgets)
     best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
     # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick;
     # each candidate's held-out tests are counted for the log (after the choice, which they cannot change).

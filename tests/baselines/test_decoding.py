@@ -371,3 +371,36 @@ def test_dropping_finished_rows_keeps_the_samples(loaded: LoadedModel, cache: st
     assert routed[1] == rows and len(routed) == 2 + len(compactions) + 2
     for kept, after in zip(compactions, routed[2:2 + len(compactions)], strict=True):
         assert len(after) == kept
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_row_budget_cuts_that_row_to_the_start_of_its_reply_and_leaves_the_others(loaded: LoadedModel,
+                                                                                   share: bool) -> None:
+    """Per-row budgets (a batch of roles with different ones): a row stops at its own budget with the first tokens of
+    what it writes without one, recorded as cut by the budget; every other row samples exactly what it would."""
+    prompts = prompts_of(loaded)
+    rows = [0, 1, 2, 0, 1, 2]
+    common: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "stop_ids": STOP,
+                              "pad_id": PAD, "share_prefix": share}
+    torch.manual_seed(7)
+    free = sample_rows(loaded.model, prompts, rows, **common)
+    budgets = [3, 16, 1, 16, 5, 16]
+    torch.manual_seed(7)
+    cut = sample_rows(loaded.model, prompts, rows, row_max_new_tokens=budgets, **common)
+    assert any(len(tokens) > budget for tokens, budget in zip(free.tokens, budgets, strict=True)), "nothing to cut"
+    for r, budget in enumerate(budgets):
+        assert cut.tokens[r] == free.tokens[r][:budget]
+        assert cut.logprobs is not None and free.logprobs is not None
+        assert cut.logprobs[r] == pytest.approx(free.logprobs[r][:budget], abs=1e-5)
+        stopped_in_budget = free.stopped[r] and len(free.tokens[r]) <= budget
+        assert cut.stopped[r] == stopped_in_budget
+
+
+def test_row_budgets_are_checked(loaded: LoadedModel) -> None:
+    prompts = prompts_of(loaded)
+    common: dict[str, Any] = {"temperature": 0.7, "top_p": 1.0, "max_new_tokens": 4, "stop_ids": STOP, "pad_id": PAD}
+    with pytest.raises(ValueError, match="one per row"):
+        sample_rows(loaded.model, prompts, [0, 1], row_max_new_tokens=[4], **common)
+    for bad in ([0, 4], [4, 5], [4, 2.0], [True, 4]):
+        with pytest.raises(ValueError, match="row_max_new_tokens"):
+            sample_rows(loaded.model, prompts, [0, 1], row_max_new_tokens=bad, **common)

@@ -260,3 +260,46 @@ def test_a_batch_run_elsewhere_sends_its_prompt_counts_back_once(monkeypatch):
     rows, counts = execution.run_batch_counted("b1", None, None)
     assert rows == [{"key": "b1"}] and counts == {"prompt": 120, "prefilled": 45}
     assert execution.PROMPT_TOKENS["prompt"] == 7 and execution.PROMPT_TOKENS["prefilled"] == 7
+
+
+# ------------------------------------------------------------------------------------------------------ role budgets
+def test_role_budgets_stop_each_role_of_the_trained_team_at_its_own_budget(tmp_path, monkeypatch):
+    """``--role-budgets``: the trained team's call gets each role's budget from the env (a coding team of 4: coders
+    160, tester 128, verifier 48; the call caps them at its own, here 64), and its replies get no longer; without it,
+    none. The design records it only when on, so the config hash of every run from before it existed stays the
+    same."""
+    import json
+
+    from llm_marl_baselines.policies.adapters import MANIFEST_NAME, TeamManifest
+    from llm_marl_trainers.generation import LoraSettings, TeamModel
+
+    loaded = _tiny_model()
+    loaded.model.save_pretrained(tmp_path / "tiny")
+    loaded.tokenizer.save_pretrained(tmp_path / "tiny")
+    agents = ["coder_1", "coder_2", "tester", "verifier"]
+    team = TeamModel(loaded, agents, lora=LoraSettings(r=4, alpha=8, init_lora_weights=False))
+    team.save_adapters(tmp_path / "team" / "adapters")
+    manifest = TeamManifest(base_model=str(tmp_path / "tiny"), env="coding_v0", num_agents=4,
+                            roles={a: f"adapters/{a}" for a in agents}, env_kwargs={"scheme": "propose_verify"})
+    (tmp_path / "team" / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict()))
+    asked: list = []
+    generate = TeamModel.generate
+
+    def spy(self, requests, settings, *args, **kwargs):
+        asked.append((settings.max_new_tokens, kwargs.get("role_max_new_tokens")))
+        return generate(self, requests, settings, *args, **kwargs)
+
+    monkeypatch.setattr(TeamModel, "generate", spy)
+    tokens = {}
+    for on in (False, True):
+        study = design(envs=("coding",), team_sizes=(4,), conditions=("trained",), cell_episodes={4: 1}, tasks=1,
+                       max_turns=1, max_new_tokens=64, role_budgets=on,
+                       env_kwargs={"coding": {"executor": "local", "scheme": "propose_verify"}})
+        assert ("role_budgets" in study.to_dict()) is on
+        (batch,) = make_batches(study.plan(), 8, {("coding", 4): str(tmp_path / "team")}, study)
+        asked.clear()
+        rows = run_batch(batch, study, PolicySpec(kind="local", dtype="float32"))
+        budgets = {"coder_1": 160, "coder_2": 160, "tester": 128, "verifier": 48} if on else None
+        assert asked == [(64, budgets)]
+        tokens[on] = [row["completion_tokens"] for row in rows]
+    assert all(a <= b for a, b in zip(tokens[True], tokens[False], strict=True))

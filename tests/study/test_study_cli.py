@@ -101,6 +101,16 @@ def test_pairs_set_episodes_per_cell_by_team_size():
     assert design.cell_episodes is None and design.episodes == 60
 
 
+def test_role_budgets_are_off_unless_asked_and_change_the_config_only_when_on():
+    from llm_marl_benchmarks.study.design import config_hash
+
+    off, _ = design_from_args(build_parser().parse_args(["--preset", "results"]))
+    on, _ = design_from_args(build_parser().parse_args(["--preset", "results", "--role-budgets"]))
+    assert (off.role_budgets, on.role_budgets) == (False, True)
+    assert "role_budgets" not in off.to_dict() and on.to_dict()["role_budgets"] is True
+    assert config_hash(off.to_dict()) != config_hash(on.to_dict())
+
+
 def test_single_best_of_n_runs_from_the_command_line_in_coding_only(tmp_path, capsys):
     argv = ["--conditions", "single", "single_best_of_n", "--sizes", "2", "--pairs", "1", "--tasks", "1",
             "--max-turns", "1", *SCRIPTED, "--out", str(tmp_path)]

@@ -298,6 +298,38 @@ def test_shared_prefix_sampling_gives_generates_samples() -> None:
         assert mine.finish_reason == theirs.finish_reason
 
 
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_role_budget_stops_that_roles_replies_and_leaves_the_others(shared: bool) -> None:
+    """``role_max_new_tokens`` (roles with different budgets in one call, e.g. a verifier's 48 beside coders' 160):
+    that role's replies are the first tokens of what it writes without one, cut by the budget; the other role's
+    replies are exactly what they are without it; on both sampling paths, and through the rollout policy."""
+    team = make_team()
+    team.share_prefix = shared
+    free = flat(team.generate(REQUESTS, SAMPLED, samples_per_request=3))
+    cut = flat(team.generate(REQUESTS, SAMPLED, samples_per_request=3, role_max_new_tokens={"concise": 2}))
+    agents = [r.agent for r in REQUESTS for _ in range(3)]
+    assert any(len(r.completion_ids) > 2 for r, a in zip(free, agents, strict=True) if a == "concise")
+    for mine, theirs, agent in zip(cut, free, agents, strict=True):
+        if agent == "detailed":  # the same tokens; log-probabilities up to rounding (the batch shrinks sooner)
+            assert (mine.completion_ids, mine.text, mine.finish_reason) == (theirs.completion_ids, theirs.text,
+                                                                            theirs.finish_reason)
+            assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-5)
+        else:
+            assert mine.completion_ids == theirs.completion_ids[:2]
+            assert mine.logprobs == pytest.approx(theirs.logprobs[:2], abs=1e-5)
+            assert mine.finish_reason == ("stop" if theirs.finish_reason == "stop"
+                                          and len(theirs.completion_ids) <= 2 else "length")
+    # A budget above the call's is the call's; the rollout policy passes the budgets on.
+    assert [r.completion_ids for r in flat(team.generate(REQUESTS, SAMPLED, role_max_new_tokens={"concise": 99}))] \
+        == [r.completion_ids for r in flat(team.generate(REQUESTS, SAMPLED))]
+    policy = team.as_rollout_policy(SAMPLED, role_max_new_tokens={"detailed": 1})
+    assert all(len(r.completion_ids) <= 1 for r, q in zip(policy(REQUESTS), REQUESTS, strict=True)
+               if q.agent == "detailed")
+    for bad, error in (({"concise": 0}, ValueError), ({"concise": True}, ValueError), ([("concise", 2)], TypeError)):
+        with pytest.raises(error, match="role_max_new_tokens"):
+            team.generate(REQUESTS, SAMPLED, role_max_new_tokens=bad)
+
+
 def test_a_reply_prefix_is_continued_and_starts_the_text() -> None:
     team = make_team()
     prefix = "```python\ndef aux("
