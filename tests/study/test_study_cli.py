@@ -303,9 +303,10 @@ def test_smoke_preset_with_the_default_model_trains_evaluates_and_reports(tmp_pa
     runs both envs through it, and the main-preset test below plays coding with the default model in the sandbox
     (both envs here took 5 to 6 min of one core, the suite's longest test). One pair a condition: the preset's 12
     episodes took 100 of this test's 170 s (prefilling the writing tasks' long prompts) and ran no other code. 12 new
-    tokens a reply instead of the preset's 32 (the training step keeps its 24): 91 s instead of 102 on one thread."""
+    tokens a reply instead of the preset's 32 (the training step keeps its 24), and one turn (training's trees too):
+    multi-turn play runs in the main-preset test below, multi-turn trees in the trainer's tests."""
     argv = ["--preset", "smoke", "--envs", "writing", "--pairs", "1", "--tasks", "1", "--max-new-tokens", "12",
-            "--similarity", "tfidf", "--out", str(tmp_path)]
+            "--max-turns", "1", "--similarity", "tfidf", "--out", str(tmp_path)]
     assert main(argv) == 0
     rows = logged(tmp_path)
     assert {r["key"] for r in rows} == planned_keys(argv) and {r["env"] for r in rows} == {"writing"}
