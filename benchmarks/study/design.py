@@ -232,6 +232,8 @@ class StudyDesign:
         check_int("max_turns", self.max_turns, 1)
         if self.max_new_tokens is not None:
             check_int("max_new_tokens", self.max_new_tokens, 1)
+        if not isinstance(self.role_budgets, bool):
+            raise TypeError(f"role_budgets: expected True or False, got {self.role_budgets!r}")
         check_positive("top_p", self.top_p)
         if self.temperature < 0:
             raise ValueError(f"temperature: expected >= 0, got {self.temperature}")

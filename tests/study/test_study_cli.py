@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -109,6 +110,8 @@ def test_role_budgets_are_off_unless_asked_and_change_the_config_only_when_on():
     assert (off.role_budgets, on.role_budgets) == (False, True)
     assert "role_budgets" not in off.to_dict() and on.to_dict()["role_budgets"] is True
     assert config_hash(off.to_dict()) != config_hash(on.to_dict())
+    with pytest.raises(TypeError, match="role_budgets: expected True or False"):
+        dataclasses.replace(off, role_budgets="yes")
 
 
 def test_single_best_of_n_runs_from_the_command_line_in_coding_only(tmp_path, capsys):
