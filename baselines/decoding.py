@@ -73,7 +73,52 @@ class SampledRows:
     """``log_softmax`` of the raw logits (temperature 1, before any warper) at each generated token; None when not
     asked for."""
     stopped: list[bool]
-    """Whether the row met a stop token (False: the budget ran out)."""
+    """Whether the row met a stop token or its stop test (False: the budget ran out)."""
+
+
+RowStop = Callable[[str], bool]
+"""A row's stop test: whether its continuation's text so far ends the row (e.g. "the reply's code block has closed":
+:func:`llm_marl_baselines.policies.local.reply_end_tests`)."""
+
+
+def token_texts(tokenizer: Any) -> Callable[[int], str]:
+    """Each token id's text on its own (``tokenizer.decode([id])``), remembered: what :class:`RowTextStops` appends
+    a step at a time. For a byte-level BPE (SmolLM2's) the pieces join to the decoded text but for a character
+    split across tokens, which shows as U+FFFD until it is whole; a stop test looks for ASCII marks."""
+    return functools.lru_cache(maxsize=None)(lambda token: tokenizer.decode([token]))
+
+
+@dataclass(frozen=True)
+class RowTextStops:
+    """Per row, a stop test on the text of what the row has written so far (``None``: no test for that row); a row
+    ends with the first token after which its test holds. :func:`sample_rows` applies it a step at a time and stops
+    such a row there; a path that samples every row to its end (``generate``) cuts the rows afterwards
+    (:meth:`lengths`), which gives the same tokens, since every row is drawn at every step either way."""
+
+    tests: tuple[RowStop | None, ...]
+    token_text: Callable[[int], str]
+    """A token id's text on its own (:func:`token_texts`); a row's text is its tokens' texts joined."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tests", tuple(self.tests))
+        if any(test is not None and not callable(test) for test in self.tests):
+            raise TypeError("tests: expected a callable (text -> bool) or None per row")
+
+    def lengths(self, rows: Sequence[Sequence[int]]) -> list[int | None]:
+        """Per row of whole completions (one per test, in order): how many of its tokens to keep, through the token
+        at which its test first holds (``None``: it never does)."""
+        if len(rows) != len(self.tests):
+            raise ValueError(f"rows: expected one per test ({len(self.tests)}), got {len(rows)}")
+        kept: list[int | None] = []
+        for test, row in zip(self.tests, rows, strict=True):
+            text, length = "", None
+            for i, token in enumerate(row if test is not None else ()):
+                text += self.token_text(token)
+                if test(text):
+                    length = i + 1
+                    break
+            kept.append(length)
+        return kept
 
 
 @contextlib.contextmanager
@@ -200,6 +245,7 @@ def sample_rows(
     pad_id: int,
     min_new_tokens: int = 0,
     row_max_new_tokens: Sequence[int] | None = None,
+    row_stops: RowTextStops | None = None,
     logprobs: bool = True,
     share_prefix: bool = True,
     cache: str = "static",
@@ -223,6 +269,8 @@ def sample_rows(
     role's budget in a batch of roles with different ones): a row that reaches its own ends there, recorded as cut by
     its budget (``stopped`` False). The other rows sample what they would without it, since every row is drawn at
     every step, and a row cut short holds the first tokens of what it would have written.
+    ``row_stops``: per row, a test on its text so far (:class:`RowTextStops`); a row whose test holds ends with that
+    token (``stopped`` True), with the first tokens of what it writes without the test, as a budget cuts it.
     ``compact``: drop finished rows from the batch once a quarter of it has finished (:func:`_worth_compacting`; False:
     every row runs to the last step, for comparisons); the samples are the same either way up to the logits' rounding.
     ``prompt_store`` (with ``share_prefix``): a :class:`~llm_marl_baselines.prompt_store.PromptStore` of earlier
@@ -252,6 +300,12 @@ def sample_rows(
                for n in row_max_new_tokens):
             raise ValueError(f"row_max_new_tokens: expected ints from 1 to max_new_tokens ({max_new_tokens}), got "
                              f"{row_max_new_tokens[:8]}...")
+    if row_stops is not None:
+        if not isinstance(row_stops, RowTextStops):
+            raise TypeError(f"row_stops: expected RowTextStops, got {type(row_stops).__name__}")
+        if len(row_stops.tests) != len(row_prompt):
+            raise ValueError(f"row_stops: expected a test (or None) per row ({len(row_prompt)}), "
+                             f"got {len(row_stops.tests)}")
     route = rows_context or _no_routing
     device = next(model.parameters()).device
     rows = torch.tensor(list(row_prompt), dtype=torch.long, device=device)
@@ -298,6 +352,9 @@ def sample_rows(
         row_limits = (None if row_max_new_tokens is None
                       else torch.tensor(row_max_new_tokens, dtype=torch.long, device=device))
         active = torch.arange(n_rows, device=device)  # the rows the cache still holds, in row order
+        tested = ([] if row_stops is None else [r for r, test in enumerate(row_stops.tests) if test is not None])
+        texts = dict.fromkeys(tested, "")  # each tested row's text so far
+        text_ended: dict[int, int] = {}  # row -> tokens it keeps, for rows ended by their stop test
         recorded: list[Tensor] = []
         steps = 0
         linears = weight_first_linears(model) if weight_first else contextlib.nullcontext()
@@ -318,7 +375,17 @@ def sample_rows(
                     recorded.append(log_p.gather(1, token[:, None]).squeeze(1))
                 sequences[:, width + t] = token
                 steps = t + 1
+                writing = unfinished.tolist() if tested else None
                 unfinished &= ~torch.isin(token, stop)
+                if tested:
+                    drawn, open_rows = token.tolist(), unfinished.tolist()
+                    for r in tested:
+                        if not (writing[r] and open_rows[r]):  # ended before, or by this token's stop id
+                            continue
+                        texts[r] += row_stops.token_text(drawn[r])
+                        if row_stops.tests[r](texts[r]):
+                            text_ended[r] = steps
+                            unfinished[r] = False
                 if row_limits is not None:
                     unfinished &= row_limits > steps
                 if not bool(unfinished.any()) or steps == max_new_tokens:
@@ -347,10 +414,12 @@ def sample_rows(
     for r, row in enumerate(new_tokens):
         if row_max_new_tokens is not None:
             row = row[:row_max_new_tokens[r]]  # what follows is padding, which may be a stop id
+        if r in text_ended:
+            row = row[:text_ended[r]]
         end = next((i for i, token in enumerate(row) if token in stop_set), None)
         length = len(row) if end is None else end + 1
         tokens.append(row[:length])
-        stopped.append(end is not None)
+        stopped.append(end is not None or r in text_ended)
         if token_logprobs is not None:
             kept_logprobs.append(token_logprobs[r][:length])
     return SampledRows(tokens, kept_logprobs if logprobs else None, stopped)

@@ -306,3 +306,48 @@ def test_every_scheme_conforms_to_pettingzoo_and_copies_exactly(scheme: str, num
     for clone in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
         assert clone.scheme == scheme and clone.possible_agents == env.possible_agents
         assert clone.state() == env.state()
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_code_roles_reply_ends_where_its_block_closes_and_the_cut_keeps_the_draft(scheme: str) -> None:
+    """``suggested_reply_end``: every role that answers with a code block ends with the block (the pattern a policy
+    stops at under ``reply_ends``); the reviewer and verifier, who write no code, have none, nor has a writer. A reply
+    cut at the first match, its given start included, leaves the env the draft, feedback and reward the whole reply
+    does, and no discarded words: what a policy stops writing there is what the env throws away, but for a message
+    or ``<done/>`` written after the block."""
+    import re
+
+    from llm_marl_envs.registry import make_env as make
+
+    env = coding_env(num_agents=4, scheme=scheme)
+    ends = {agent: env.suggested_reply_end(agent) for agent in env.possible_agents}
+    assert {agent for agent, end in ends.items() if end is None} == ({"reviewer"} if scheme.startswith("magrpo")
+                                                                      else {"verifier"})
+    assert make("writing", num_agents=2, similarity="tfidf").suggested_reply_end("concise") is None
+    with pytest.raises(ValueError, match="agent"):
+        env.suggested_reply_end("nobody")
+    end = re.compile(ends[env.possible_agents[0]])
+    assert end.search("```python\ndef f():\n    return 1\n") is None  # an open block has not ended
+    assert end.search("```python\ndef f():\n    return 1\n```\nmore").group().endswith("return 1\n```")
+
+    pair = coding_env(num_agents=2, scheme="propose_verify", reward_weights={"discarded_token": 0.005})
+    pair.reset(seed=0, options={"task_id": TASK})
+    prefix = pair.reply_prefix("coder_1")
+    whole = {"coder_1": prefix + CORRECT.split(":", 1)[1] + "```" + RAMBLE,
+             "coder_2": prefix + "\n    return None\n```\nIt returns None.\n<message>try again</message>"}
+    cut = {}
+    for agent, reply in whole.items():
+        match = re.compile(pair.suggested_reply_end(agent)).search(reply)
+        assert match is not None and match.end() < len(reply)
+        cut[agent] = reply[:match.end()]
+    outcomes = []
+    for replies in (whole, cut):
+        env = coding_env(num_agents=2, scheme="propose_verify", reward_weights={"discarded_token": 0.005})
+        env.reset(seed=0, options={"task_id": TASK})
+        observations, rewards, _, _, infos = env.step(replies)
+        outcomes.append((env.state()["drafts"], infos["coder_1"]["quality_terms"], rewards, observations))
+    (drafts, quality, rewards, observations), (cut_drafts, cut_quality, cut_rewards, cut_observations) = outcomes
+    assert cut_drafts == drafts and cut_quality == quality
+    # What stopping there costs: a message written after the block goes with the tail (the docstring says so).
+    assert "try again" in observations["coder_1"] and "try again" not in cut_observations["coder_1"]
+    assert cut_rewards["coder_1"] > rewards["coder_1"]  # the whole replies' discarded words were priced

@@ -43,12 +43,27 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, new_cache, sample_rows
+from llm_marl_baselines.decoding import (
+    RowTextStops,
+    TopKSampler,
+    cache_keyword,
+    left_pad,
+    new_cache,
+    sample_rows,
+    token_texts,
+)
 from llm_marl_baselines.graph_decode import GraphDecoder, graph_decoder
 from llm_marl_baselines.graph_decode import supports as supports_graph_decode
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import CallSeeds, Generation, GenerationSettings
-from llm_marl_baselines.policies.local import completion_text, encode_prompts, render_chat, reply_prefix
+from llm_marl_baselines.policies.local import (
+    check_reply_ends,
+    completion_text,
+    encode_prompts,
+    render_chat,
+    reply_end_tests,
+    reply_prefix,
+)
 from llm_marl_baselines.prompt_store import PromptStore
 from llm_marl_envs.rollout import ChatRequest
 from llm_marl_trainers.lora_routing import SCHEMES, AdapterRouter, install_router
@@ -421,6 +436,7 @@ class TeamModel:
         min_new_tokens: int = 0,
         prompt_store: PromptStore | None = None,
         role_max_new_tokens: Mapping[str, int] | None = None,
+        role_reply_ends: Mapping[str, str] | None = None,
     ) -> list[list[Generation]]:
         """``samples_per_request`` records per request, in request order, from one ``generate`` call per base model.
 
@@ -439,6 +455,10 @@ class TeamModel:
         env's roles' budgets, ``env.suggested_max_new_tokens([agent])``, in a call that serves roles with different
         ones); the other rows sample what they would without it, and a reply cut short is the start of what it would
         have been (:func:`~llm_marl_baselines.decoding.sample_rows`).
+        ``role_reply_ends``: per agent, a regular expression whose first match in the reply (its given start included)
+        ends it, e.g. ``env.suggested_reply_end(agent)`` (a coder stops where its code block closes); such a reply
+        is likewise the start of what it would have been, recorded as stopped
+        (:func:`~llm_marl_baselines.policies.local.generate_records`).
         """
         if isinstance(samples_per_request, bool) or not isinstance(samples_per_request, int) or samples_per_request < 1:
             raise ValueError(f"samples_per_request: expected an int >= 1, got {samples_per_request!r}")
@@ -451,6 +471,7 @@ class TeamModel:
                 raise ValueError(f"requests[{index}]: no adapter for agent {agent!r}; "
                                  f"this team has {list(self.agents)}")
         budgets = _role_budgets(role_max_new_tokens, settings.max_new_tokens)
+        reply_ends = check_reply_ends(role_reply_ends)
         records: list[list[Generation]] = [[] for _ in requests]
         if not requests:
             return records
@@ -472,8 +493,10 @@ class TeamModel:
                     agents = [requests[i].agent for i, _ in batch]
                     limits = (None if budgets is None
                               else [budgets.get(agent, settings.max_new_tokens) for agent in agents])
+                    tests = reply_end_tests(reply_ends, agents, [prefixes[i] for i, _ in batch])
+                    stops = None if tests is None else RowTextStops(tuple(tests), token_texts(group.loaded.tokenizer))
                     generated = run(group, [ids for _, ids in batch], agents, settings, logprobs, min_new_tokens,
-                                    limits)
+                                    limits, stops)
                     for (i, _), record in zip(batch, generated, strict=True):
                         records[i].append(dataclasses.replace(record, text=completion_text(
                             prefixes[i], record.text)))
@@ -482,18 +505,22 @@ class TeamModel:
     def as_rollout_policy(
         self, settings: GenerationSettings, *, logprobs: bool = True, min_new_tokens: int = 0,
         prompt_store: PromptStore | None = None, role_max_new_tokens: Mapping[str, int] | None = None,
+        role_reply_ends: Mapping[str, str] | None = None,
     ) -> TeamRolloutPolicy:
         """This team as the policy :func:`llm_marl_envs.rollout.run_episodes` / ``rollout_tree`` call: one record
         per :class:`~llm_marl_envs.rollout.ChatRequest` (``rollout_tree``'s G identical requests per agent are G rows
         of the same single ``generate`` call). ``min_new_tokens``: no stop before that many tokens (benchmarks use
         it to fix completion lengths). ``prompt_store``: see :meth:`generate` (evaluation only);
-        ``role_max_new_tokens``: see :meth:`generate`."""
+        ``role_max_new_tokens``, ``role_reply_ends``: see :meth:`generate`."""
+        check_reply_ends(role_reply_ends)
         return TeamRolloutPolicy(self, settings, logprobs, min_new_tokens, prompt_store,
-                                 dict(role_max_new_tokens) if role_max_new_tokens is not None else None)
+                                 dict(role_max_new_tokens) if role_max_new_tokens is not None else None,
+                                 dict(role_reply_ends) if role_reply_ends is not None else None)
 
     def _sample_shared(self, group: _Group, encoded: list[list[int]], agents: list[str],
                        settings: GenerationSettings, logprobs: bool, min_new_tokens: int,
-                       limits: list[int] | None = None, prompt_store: PromptStore | None = None) -> list[Generation]:
+                       limits: list[int] | None = None, stops: RowTextStops | None = None,
+                       prompt_store: PromptStore | None = None) -> list[Generation]:
         """Rows sampled with each distinct (agent, prompt) prefilled once under its agent's adapter
         (:func:`llm_marl_baselines.decoding.sample_rows`); the record text is the decoded continuation, unstripped."""
         distinct: dict[tuple[str, tuple[int, ...]], int] = {}
@@ -511,8 +538,9 @@ class TeamModel:
                                   temperature=settings.temperature, top_p=settings.top_p,
                                   max_new_tokens=settings.max_new_tokens, stop_ids=sorted(group.stop_ids),
                                   pad_id=group.pad_id, min_new_tokens=min_new_tokens, row_max_new_tokens=limits,
-                                  logprobs=logprobs, rows_context=rows_context, prompt_store=prompt_store,
-                                  prompt_keys=prompt_agents, graphs=self._graph_decoder(group))
+                                  row_stops=stops, logprobs=logprobs, rows_context=rows_context,
+                                  prompt_store=prompt_store, prompt_keys=prompt_agents,
+                                  graphs=self._graph_decoder(group))
         finally:
             group.model.train(was_training)
         tokenizer = group.loaded.tokenizer
@@ -534,11 +562,13 @@ class TeamModel:
         return graph_decoder(group.model, group.agents, compile=self.graph_compile)
 
     def _generate_rows(self, group: _Group, encoded: list[list[int]], agents: list[str], settings: GenerationSettings,
-                       logprobs: bool, min_new_tokens: int, limits: list[int] | None = None) -> list[Generation]:
+                       logprobs: bool, min_new_tokens: int, limits: list[int] | None = None,
+                       stops: RowTextStops | None = None) -> list[Generation]:
         """The reference path: one ``model.generate`` call over every row (``share_prefix=False``), drawing its
         tokens with :func:`~llm_marl_baselines.decoding.sample_rows`' sampler; the record text is the decoded
-        continuation, unstripped. ``limits`` cut rows afterwards: generate draws every row at every step, so the cut
-        rows and the others are what :func:`~llm_marl_baselines.decoding.sample_rows` gives with the same limits."""
+        continuation, unstripped. ``limits`` and ``stops`` cut rows afterwards: generate draws every row at every
+        step, so the cut rows and the others are what :func:`~llm_marl_baselines.decoding.sample_rows` gives with the
+        same limits and stop tests."""
         from transformers import LogitsProcessorList, MinNewTokensLengthLogitsProcessor
 
         device = group.loaded.device
@@ -573,18 +603,23 @@ class TeamModel:
         token_logprobs = recorder.finish(new_tokens).tolist() if recorder is not None else None
         tokenizer = group.loaded.tokenizer
         records = []
-        for row, tokens in enumerate(new_tokens.tolist()):
-            if limits is not None:
-                tokens = tokens[:limits[row]]
+        rows = new_tokens.tolist()
+        if limits is not None:
+            rows = [tokens[:limit] for tokens, limit in zip(rows, limits, strict=True)]
+        # Each row through its first stop id, then (with stop tests) through the token where its test first holds.
+        rows = [tokens[:next((i + 1 for i, token in enumerate(tokens) if token in group.stop_ids), len(tokens))]
+                for tokens in rows]
+        text_ends = stops.lengths(rows) if stops is not None else [None] * len(rows)
+        for row, tokens in enumerate(rows):
             ends = [i for i, token in enumerate(tokens) if token in group.stop_ids]
-            length = ends[0] + 1 if ends else len(tokens)
+            length = text_ends[row] or len(tokens)
             completion = tokens[:length]
             records.append(Generation(
                 text=tokenizer.decode(completion, skip_special_tokens=True),
                 prompt_ids=tuple(encoded[row]),
                 completion_ids=tuple(completion),
                 logprobs=tuple(token_logprobs[row][:length]) if token_logprobs is not None else None,
-                finish_reason="stop" if ends else "length",
+                finish_reason="stop" if ends or text_ends[row] else "length",
             ))
         return records
 
@@ -799,6 +834,8 @@ class TeamRolloutPolicy:
     prompt_store: PromptStore | None = None
     role_max_new_tokens: Mapping[str, int] | None = None
     """Per agent, the budget its replies stop at (:meth:`TeamModel.generate`); None: ``settings.max_new_tokens``."""
+    role_reply_ends: Mapping[str, str] | None = None
+    """Per agent, the pattern whose first match ends its replies (:meth:`TeamModel.generate`); None: no such end."""
     calls: CallSeeds = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -808,7 +845,8 @@ class TeamRolloutPolicy:
         """One record per request."""
         generated = self.team.generate(requests, self.calls.next(), logprobs=self.logprobs,
                                        min_new_tokens=self.min_new_tokens, prompt_store=self.prompt_store,
-                                       role_max_new_tokens=self.role_max_new_tokens)
+                                       role_max_new_tokens=self.role_max_new_tokens,
+                                       role_reply_ends=self.role_reply_ends)
         return [samples[0] for samples in generated]
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llm_marl_baselines.decoding import TopKSampler, sample_rows
+from llm_marl_baselines.decoding import RowStop, RowTextStops, TopKSampler, sample_rows, token_texts
 from llm_marl_baselines.graph_decode import decoder_for_active_adapter
 from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
@@ -25,6 +26,40 @@ def reply_prefix(messages: Sequence[Mapping[str, str]]) -> str:
     """The start of the reply a chat asks the model to continue: the content of a final ``assistant`` message (an env
     may begin a role's reply for it, e.g. with a code fence and a signature); ``""`` when the chat ends otherwise."""
     return str(messages[-1]["content"]) if messages and messages[-1].get("role") == "assistant" else ""
+
+
+def check_reply_ends(reply_ends: Mapping[str, str] | None) -> dict[str, re.Pattern[str]] | None:
+    """``reply_ends`` (agent -> regular expression, as an env's ``suggested_reply_end`` gives them) compiled; None
+    stays None. A bad pattern or a value that is not a string is refused here, before any sampling."""
+    if reply_ends is None:
+        return None
+    if not isinstance(reply_ends, Mapping):
+        raise TypeError(f"reply_ends: expected a mapping of agent to pattern, got {type(reply_ends).__name__}")
+    compiled = {}
+    for agent, pattern in reply_ends.items():
+        if not isinstance(pattern, str) or not pattern:
+            raise TypeError(f"reply_ends[{agent!r}]: expected a non-empty regular expression str, got {pattern!r}")
+        try:
+            compiled[agent] = re.compile(pattern, re.DOTALL)
+        except re.error as error:
+            raise ValueError(f"reply_ends[{agent!r}]: not a regular expression ({error}): {pattern!r}") from None
+    return compiled
+
+
+def reply_end_tests(reply_ends: Mapping[str, re.Pattern[str]] | None, agents: Sequence[str],
+                    prefixes: Sequence[str]) -> list[RowStop | None] | None:
+    """Per row (its agent and the reply's given start), the stop test that ends the row where its agent's reply
+    ends: the first match of the agent's pattern in the reply so far, the given start included (a code fence the env
+    opened counts). Agents without a pattern get None; None when there are no patterns at all."""
+    if not reply_ends:
+        return None
+
+    def test_of(pattern: re.Pattern[str], prefix: str) -> RowStop:
+        return lambda text: pattern.search(prefix + text) is not None
+
+    tests = [test_of(reply_ends[agent], prefix) if agent in reply_ends else None
+             for agent, prefix in zip(agents, prefixes, strict=True)]
+    return tests if any(test is not None for test in tests) else None
 
 
 def render_chat(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str:
@@ -70,13 +105,15 @@ def generate_actions(
     model: Any = None,
     share_prefix: bool = True,
     prompt_store: PromptStore | None = None,
+    reply_ends: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Generate one completion per request with ``model`` (default ``loaded.model``), ``batch_size`` rows at a time.
 
-    Rows are grouped by prompt length so padding stays small; results come back in request order.
+    Rows are grouped by prompt length so padding stays small; results come back in request order. ``reply_ends``:
+    see :func:`generate_records`.
     """
     records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False,
-                               share_prefix=share_prefix, prompt_store=prompt_store)
+                               share_prefix=share_prefix, prompt_store=prompt_store, reply_ends=reply_ends)
     return [record.text for record in records]
 
 
@@ -90,6 +127,7 @@ def generate_records(
     logprobs: bool = True,
     share_prefix: bool = True,
     prompt_store: PromptStore | None = None,
+    reply_ends: Mapping[str, str] | None = None,
 ) -> list[Generation]:
     """One :class:`Generation` per request: text, prompt ids, completion ids and (``logprobs=True``) per-token
     log-probabilities, in request order.
@@ -107,6 +145,11 @@ def generate_records(
     :class:`~llm_marl_baselines.decoding.TopKSampler`: the tests check). ``prompt_store`` (with ``share_prefix``):
     a :class:`~llm_marl_baselines.prompt_store.PromptStore`; each prompt then prefills only what follows its longest
     prefix among the prompts prefilled before with the store, and is stored in turn (for fixed weights only).
+
+    ``reply_ends``: per agent, a regular expression whose first match in the reply (its given start included) ends
+    it, e.g. an env's ``suggested_reply_end(agent)``: a coder's reply stops where its code block closes instead of
+    writing on to the budget. Such a reply is the start of what it would be without (same seed and rows), recorded
+    with ``finish_reason`` ``"stop"``; agents without a pattern write as before.
     """
     import torch
 
@@ -116,6 +159,7 @@ def generate_records(
     max_prompt_tokens = max(16, context - settings.max_new_tokens)
     encoded = encode_prompts(tokenizer, render_prompts(tokenizer, requests), max_prompt_tokens)
     prefixes = [reply_prefix(request.messages()) for request in requests]
+    tests = reply_end_tests(check_reply_ends(reply_ends), [request.agent for request in requests], prefixes)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     records: list[Generation | None] = [None] * len(encoded)
     # A private RNG state: seeding for this call must not reset the caller's global torch RNG.
@@ -124,17 +168,20 @@ def generate_records(
             torch.manual_seed(settings.seed)
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
+            stops = (None if tests is None
+                     else RowTextStops(tuple(tests[i] for i in rows), token_texts(tokenizer)))
             batch = _generate_batch(loaded, model, [encoded[i] for i in rows], settings, logprobs, share_prefix,
-                                    prompt_store)
+                                    prompt_store, stops)
             for row, record in zip(rows, batch, strict=True):
                 records[row] = dataclasses.replace(record, text=completion_text(prefixes[row], record.text))
     return [record for record in records if record is not None]
 
 
 def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], settings: GenerationSettings,
-                    logprobs: bool, share_prefix: bool, prompt_store: PromptStore | None) -> list[Generation]:
-    """One batch of rows: a record per row, cut after its first stop token (text: the decoded continuation, not yet
-    stripped or prefixed)."""
+                    logprobs: bool, share_prefix: bool, prompt_store: PromptStore | None,
+                    row_stops: RowTextStops | None = None) -> list[Generation]:
+    """One batch of rows: a record per row, cut after its first stop token or where its stop test first holds
+    (text: the decoded continuation, not yet stripped or prefixed)."""
     stop_ids = sorted(stop_token_ids(model, loaded.tokenizer))
     pad_id = loaded.tokenizer.pad_token_id
     if share_prefix:
@@ -145,12 +192,14 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
         graphs = decoder_for_active_adapter(model)
         sampled = sample_rows(model, [list(ids) for ids in distinct], row_prompt, temperature=settings.temperature,
                               top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, stop_ids=stop_ids,
-                              pad_id=pad_id, logprobs=logprobs, prompt_store=prompt_store,
+                              pad_id=pad_id, logprobs=logprobs, prompt_store=prompt_store, row_stops=row_stops,
                               prompt_keys=None if graphs is None else [graphs[1]] * len(distinct),
                               graphs=None if graphs is None else graphs[0])
         tokens, token_logprobs, stopped = sampled.tokens, sampled.logprobs, sampled.stopped
     else:
         tokens, token_logprobs, stopped = _generate_with_hf(loaded, model, encoded, settings, logprobs, stop_ids)
+        if row_stops is not None:  # generate wrote every row on; each is cut where sample_rows would have ended it
+            tokens, token_logprobs, stopped = cut_rows(row_stops, tokens, token_logprobs, stopped)
     return [
         Generation(
             text=loaded.tokenizer.decode(completion, skip_special_tokens=True),
@@ -204,6 +253,17 @@ def _generate_with_hf(loaded: LoadedModel, model: Any, encoded: list[list[int]],
     return tokens, kept if logprobs else None, stopped
 
 
+def cut_rows(row_stops: RowTextStops, tokens: list[list[int]], token_logprobs: list[list[float]] | None,
+             stopped: list[bool]) -> tuple[list[list[int]], list[list[float]] | None, list[bool]]:
+    """Rows sampled to their end, each cut where its stop test first holds (marked stopped there), as
+    :func:`~llm_marl_baselines.decoding.sample_rows` ends them with the same tests."""
+    lengths = row_stops.lengths(tokens)
+    tokens = [row if n is None else row[:n] for row, n in zip(tokens, lengths, strict=True)]
+    if token_logprobs is not None:
+        token_logprobs = [row if n is None else row[:n] for row, n in zip(token_logprobs, lengths, strict=True)]
+    return tokens, token_logprobs, [was or n is not None for was, n in zip(stopped, lengths, strict=True)]
+
+
 def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
     """The ids a reply stops at: the model's generation-config end ids and the tokenizer's end of sequence."""
     eos = model.generation_config.eos_token_id
@@ -234,6 +294,9 @@ class LocalModelPolicy(Policy):
         logprobs: whether :meth:`generate`'s records carry per-token log-probabilities (default). False keeps the
             prompt and completion ids (token counts) without keeping the logits they need (rows x tokens x
             vocabulary of memory): what an evaluation that counts tokens wants.
+        reply_ends: per agent, a regular expression whose first match ends that agent's replies (an env's
+            ``suggested_reply_end``; :func:`generate_records`); None (default): every reply runs to a stop token or
+            the budget.
     """
 
     name = "local"
@@ -251,7 +314,9 @@ class LocalModelPolicy(Policy):
         prompt_store_bytes: int = DEFAULT_MAX_BYTES,
         prompt_store: PromptStore | None = None,
         logprobs: bool = True,
+        reply_ends: Mapping[str, str] | None = None,
     ) -> None:
+        check_reply_ends(reply_ends)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
         if prompt_store is not None and not isinstance(prompt_store, PromptStore):
@@ -267,12 +332,15 @@ class LocalModelPolicy(Policy):
             prompt_store = PromptStore(prompt_store_bytes)
         self.prompt_store = prompt_store
         self.logprobs = logprobs
+        self.reply_ends = dict(reply_ends) if reply_ends is not None else None
 
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
         # Texts only: skips keeping the raw logits that log-probabilities need.
         return generate_actions(self.loaded, requests, settings, batch_size=self.batch_size,
-                                share_prefix=self.share_prefix, prompt_store=self.prompt_store)
+                                share_prefix=self.share_prefix, prompt_store=self.prompt_store,
+                                reply_ends=self.reply_ends)
 
     def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
         return generate_records(self.loaded, requests, settings, batch_size=self.batch_size, logprobs=self.logprobs,
-                                share_prefix=self.share_prefix, prompt_store=self.prompt_store)
+                                share_prefix=self.share_prefix, prompt_store=self.prompt_store,
+                                reply_ends=self.reply_ends)

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--role-budgets", action="store_true", default=None,
                         help="the trained team's replies stop at their own role's token budget (e.g. a coding "
                              "verifier's 48), not the batch's")
+    design.add_argument("--stop-at-reply-end", action="store_true", default=None,
+                        help="every local policy's replies stop where the env stops reading them "
+                             "(env.suggested_reply_end: a coder's where its code block closes), in every condition")
     design.add_argument("--temperature", type=float, default=None)
     design.add_argument("--top-p", type=float, default=None)
     design.add_argument("--similarity", choices=("auto", "minilm", "tfidf"), default=None,
@@ -162,6 +165,7 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
     flags = {"envs": args.envs, "team_sizes": args.sizes, "conditions": args.conditions, "episodes": args.episodes,
              "tasks": args.tasks, "split": args.split, "seed": args.seed, "max_turns": args.max_turns,
              "max_new_tokens": args.max_new_tokens, "role_budgets": args.role_budgets,
+             "stop_at_reply_end": args.stop_at_reply_end,
              "temperature": args.temperature, "top_p": args.top_p,
              "similarity": args.similarity}
     values.update({k: v for k, v in flags.items() if v is not None})

@@ -175,6 +175,12 @@ class StudyDesign:
     at the batch's): a coding verifier's 48 tokens, not the 160 its batch's coders need. False (default): every reply
     of a batch has the batch's budget, as every committed figure ran. The base model's conditions (untrained, single,
     base, ...) play one budget per batch either way."""
+    stop_at_reply_end: bool = False
+    """Every reply of every condition played by local weights (the trained team's and the base model's) stops where
+    its env stops reading it (``env.suggested_reply_end(agent)``: a coding role's reply where its first code block
+    closes; writing's replies have no such end). What precedes the end is what the reply would have begun with, so
+    a coder's code is what it would have sent and only the text the env drops goes. False (default): replies run to
+    a stop token or the budget, as every committed figure ran."""
     temperature: float = 0.7
     top_p: float = 0.95
     similarity: str = "auto"
@@ -234,6 +240,8 @@ class StudyDesign:
             check_int("max_new_tokens", self.max_new_tokens, 1)
         if not isinstance(self.role_budgets, bool):
             raise TypeError(f"role_budgets: expected True or False, got {self.role_budgets!r}")
+        if not isinstance(self.stop_at_reply_end, bool):
+            raise TypeError(f"stop_at_reply_end: expected True or False, got {self.stop_at_reply_end!r}")
         check_positive("top_p", self.top_p)
         if self.temperature < 0:
             raise ValueError(f"temperature: expected >= 0, got {self.temperature}")
@@ -329,8 +337,10 @@ class StudyDesign:
         data["missing_teams"] = [list(cell) for cell in self.missing_teams]
         if self.cell_episodes is not None:
             data["cell_episodes"] = {str(size): count for size, count in self.cell_episodes.items()}
-        if not self.role_budgets:  # absent when off: the config hashes of runs from before it existed stay the same
-            del data["role_budgets"]
+        # Absent when off: the config hashes of runs from before these existed stay the same.
+        for switch in ("role_budgets", "stop_at_reply_end"):
+            if not data[switch]:
+                del data[switch]
         return data
 
 

@@ -180,11 +180,17 @@ def batch_prompt_store(spec: PolicySpec) -> Any:
 
 
 def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store: Any = None,
-                    role_budgets: Mapping[str, int] | None = None) -> tuple[Any, dict[str, str | None]]:
+                    role_budgets: Mapping[str, int] | None = None,
+                    reply_ends: Mapping[str, str] | None = None) -> tuple[Any, dict[str, str | None]]:
     """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
     precision its weights run in (:func:`model_precision`; every log row records it). ``store``: the batch's
     :class:`~llm_marl_baselines.prompt_store.PromptStore` (None: no reuse) for a local model or a team.
-    ``role_budgets``: per agent, the budget a team's replies stop at (the design's ``role_budgets``)."""
+    ``role_budgets``: per agent, the budget a team's replies stop at (the design's ``role_budgets``).
+    ``reply_ends``: per agent, the pattern at whose first match its replies stop (the design's
+    ``stop_at_reply_end``); local weights only: an endpoint or a scripted policy has no decoding to stop."""
+    if reply_ends and spec.kind != "local" and (team_dir is None or spec.kind == "scripted"):
+        raise ValueError(f"stop_at_reply_end: needs local weights (a local model or a team); the {spec.kind!r} "
+                         f"policy's replies are not decoded here")
     if team_dir is not None and spec.kind != "scripted":
         key = ("team", team_dir, spec.dtype, spec.generate_rows)
         if key not in _POLICIES:
@@ -196,7 +202,8 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store
             _POLICIES[key] = TeamModel.load(list(manifest.roles), manifest.base_model, dtype=spec.dtype,
                                             adapters=adapters, max_batch_rows=spec.generate_rows)
         team = _POLICIES[key]
-        return (team.as_rollout_policy(settings, logprobs=False, prompt_store=store, role_max_new_tokens=role_budgets),
+        return (team.as_rollout_policy(settings, logprobs=False, prompt_store=store, role_max_new_tokens=role_budgets,
+                                       role_reply_ends=reply_ends),
                 model_precision(team.model_of(agent) for agent in team.agents))
     key = ("base", spec)
     if key not in _POLICIES:
@@ -218,7 +225,7 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store
         # Records with completion ids (the critical-path metric counts them) and no log-probabilities, like the
         # team's above; the view shares the loaded weights.
         view = LocalModelPolicy(loaded=policy.loaded, batch_size=policy.batch_size, share_prefix=policy.share_prefix,
-                                reuse_prompts=False, prompt_store=store, logprobs=False)
+                                reuse_prompts=False, prompt_store=store, logprobs=False, reply_ends=reply_ends)
         return view.as_rollout_policy(settings), model_precision([policy.loaded.model])
     return policy.as_rollout_policy(settings, records=False), dict(NO_PRECISION)
 
@@ -247,7 +254,11 @@ def run_batch(
     role_budgets = None
     if design.role_budgets and batch.team_dir is not None:
         role_budgets = {agent: env.suggested_max_new_tokens([agent]) for env in envs for agent in env.possible_agents}
-    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store, role_budgets)
+    reply_ends = None
+    if design.stop_at_reply_end:
+        reply_ends = {agent: end for env in envs for agent in env.possible_agents
+                      if (end := env.suggested_reply_end(agent)) is not None}
+    model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store, role_budgets, reply_ends)
     best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
     # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick;
     # each candidate's held-out tests are counted for the log (after the choice, which they cannot change).

@@ -98,6 +98,9 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
     """New tokens each role's action needs with the default model's tokenizer (``envs/*/prompts.py``); a role not
     listed gets ``DEFAULT_NEW_TOKENS``."""
     DEFAULT_NEW_TOKENS: ClassVar[int] = 128
+    ROLE_REPLY_ENDS: ClassVar[Mapping[str, str]] = {}
+    """Per role, a regular expression whose first match in a reply marks where the env's use of it ends (``envs/*/
+    prompts.py``; :meth:`suggested_reply_end`); a role not listed has none."""
     MAGRPO_APP: ClassVar[str] = ""
     """Which MAGRPO app's official episode defaults apply in ``reward_mode="magrpo"`` (see core/magrpo_episode.py)."""
     DEFAULT_MAX_TURNS: ClassVar[int] = 4
@@ -343,6 +346,15 @@ class CollaborativeTextEnv(ParallelEnv, abc.ABC):
         of their roles needs (one batched ``generate`` call runs as long as its longest row anyway)."""
         agents = self.possible_agents if agents is None else [self._known(a) for a in agents]
         return max(self.ROLE_NEW_TOKENS.get(agent, self.DEFAULT_NEW_TOKENS) for agent in agents)
+
+    def suggested_reply_end(self, agent: str) -> str | None:
+        """A regular expression whose first match in ``agent``'s reply (the env's reply prefix included) marks the end
+        of what the env makes of it as the agent's part: a policy may stop decoding there (``LocalModelPolicy``'s and
+        ``TeamModel``'s ``reply_ends``, the study's ``--stop-at-reply-end``). ``None``: the whole reply counts (a
+        writer's draft is its reply). In the coding env a code role's reply ends where its first code block closes;
+        the text after it is dropped from the draft, but a ``<message>`` or ``<done/>`` written there would still
+        count, so stopping there is a choice of the policy's, not the env's (off by default)."""
+        return self.ROLE_REPLY_ENDS.get(self._known(agent))
 
     def drafts_shown_to(self, agent: str) -> list[str]:
         """The teammates whose current drafts ``agent`` reads under ``observability="team"``: every teammate here; a

@@ -20,7 +20,15 @@ from baseline_helpers import tiny_model
 from torch import Tensor
 from transformers import LogitsProcessorList
 
-from llm_marl_baselines.decoding import TopKSampler, cache_keyword, left_pad, new_cache, sample_rows
+from llm_marl_baselines.decoding import (
+    RowTextStops,
+    TopKSampler,
+    cache_keyword,
+    left_pad,
+    new_cache,
+    sample_rows,
+    token_texts,
+)
 from llm_marl_baselines.models import LoadedModel
 from llm_marl_baselines.policies.base import ActionRequest, GenerationSettings
 from llm_marl_baselines.policies.local import LocalModelPolicy, completion_text, render_chat, reply_prefix
@@ -404,3 +412,80 @@ def test_row_budgets_are_checked(loaded: LoadedModel) -> None:
     for bad in ([0, 4], [4, 5], [4, 2.0], [True, 4]):
         with pytest.raises(ValueError, match="row_max_new_tokens"):
             sample_rows(loaded.model, prompts, [0, 1], row_max_new_tokens=bad, **common)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_stop_test_ends_its_row_with_the_start_of_its_reply_and_leaves_the_others(loaded: LoadedModel,
+                                                                                   share: bool) -> None:
+    """Per-row stop tests on the text written so far (a coder's "the code block has closed"): a tested row ends with
+    the first token after which its test holds, holding the first tokens of what it writes without one (recorded as
+    stopped); the other rows sample exactly what they would; cutting whole samples afterwards
+    (``RowTextStops.lengths``, what the ``generate`` paths do) gives the same rows."""
+    prompts = prompts_of(loaded)
+    rows = [0, 1, 2, 0, 1, 2]
+    common: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "stop_ids": STOP,
+                              "pad_id": PAD, "share_prefix": share}
+    torch.manual_seed(7)
+    free = sample_rows(loaded.model, prompts, rows, **common)
+
+    def longer_than(n: int) -> Any:
+        return lambda text: len(text) > n
+
+    stops = RowTextStops((longer_than(4), None, longer_than(12), None, longer_than(1), longer_than(10_000)),
+                         token_texts(loaded.tokenizer))
+    lengths = stops.lengths(free.tokens)
+    assert lengths[1] is None and lengths[3] is None and lengths[5] is None
+    assert any(n is not None and n < len(tokens) for n, tokens in zip(lengths, free.tokens, strict=True)), \
+        "no test ends a row early"
+    torch.manual_seed(7)
+    cut = sample_rows(loaded.model, prompts, rows, row_stops=stops, **common)
+    for r, n in enumerate(lengths):
+        assert cut.tokens[r] == free.tokens[r][:n]
+        assert cut.logprobs is not None and free.logprobs is not None
+        assert cut.logprobs[r] == pytest.approx(free.logprobs[r][:n], abs=1e-5)
+        assert cut.stopped[r] == (free.stopped[r] or n is not None)
+        if n is not None:  # the test holds at the last token and not before it
+            text = "".join(stops.token_text(t) for t in cut.tokens[r])
+            assert stops.tests[r](text) and not stops.tests[r](text[:-len(stops.token_text(cut.tokens[r][-1]))])
+    with pytest.raises(ValueError, match="a test \\(or None\\) per row"):
+        sample_rows(loaded.model, prompts, rows[:2], row_stops=stops, **common)
+    with pytest.raises(TypeError, match="RowTextStops"):
+        sample_rows(loaded.model, prompts, rows, row_stops=[None] * 6, **common)
+    with pytest.raises(TypeError, match="callable"):
+        RowTextStops(("not a test",), stops.token_text)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_reply_ends_stop_an_agents_replies_where_its_pattern_first_matches(loaded: LoadedModel, share: bool) -> None:
+    """``reply_ends`` (an env's ``suggested_reply_end`` per agent): an agent's reply stops at the first match of its
+    pattern in the reply so far, the reply's given start included; it is the start of the reply it writes without
+    (same seed), recorded as stopped. Another agent's replies are unchanged. Both sampling paths agree."""
+    prefix = "<<"
+    user = [{"role": "user", "content": "Write aux."}]
+    requests = [ActionRequest.from_messages("coder", [*user, {"role": "assistant", "content": prefix}]),
+                ActionRequest.from_messages("writer", user)] * 3
+    settings = GenerationSettings(temperature=1.0, max_new_tokens=24, seed=3)
+    ends = {"coder": r"(?s)^<<.{6}"}  # only a text that starts with the given start can match
+    free = LocalModelPolicy(loaded=loaded, share_prefix=share, reuse_prompts=False).generate(requests, settings)
+    cut = LocalModelPolicy(loaded=loaded, share_prefix=share, reuse_prompts=False,
+                           reply_ends=ends).generate(requests, settings)
+    texts = token_texts(loaded.tokenizer)
+    shorter = 0
+    for mine, theirs, request in zip(cut, free, requests, strict=True):
+        if request.agent == "writer":
+            assert (mine.completion_ids, mine.text, mine.finish_reason) == (theirs.completion_ids, theirs.text,
+                                                                            theirs.finish_reason)
+            continue
+        ids = list(mine.completion_ids or ())
+        assert ids == list(theirs.completion_ids or ())[:len(ids)]
+        written = "".join(texts(t) for t in ids)
+        if len(ids) < len(theirs.completion_ids or ()):
+            shorter += 1
+            assert mine.finish_reason == "stop"
+            assert len(written) >= 6 and len(written) - len(texts(ids[-1])) < 6  # at the first match, not later
+    assert shorter, "no reply ran past its end"
+    reference = LocalModelPolicy(loaded=loaded, share_prefix=not share, reuse_prompts=False, reply_ends=ends)
+    assert [r.completion_ids for r in reference.generate(requests, settings)] == [r.completion_ids for r in cut]
+    for bad, error in (({"coder": 3}, TypeError), ({"coder": "("}, ValueError), ([("coder", "x")], TypeError)):
+        with pytest.raises(error, match="reply_ends"):
+            LocalModelPolicy(loaded=loaded, reply_ends=bad)

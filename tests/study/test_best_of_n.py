@@ -153,8 +153,8 @@ def test_single_best_of_n_plays_beside_single_with_the_team_size_as_n(monkeypatc
     wrong = f"def {reference(task).split('def ')[1].split('(')[0]}(*args, **kwargs):\n    return None"
     stand_in = Candidates({1: [wrong, reference(task), reference(task)]}, tokens=[10, 30, 20])
     monkeypatch.setattr(execution, "_rollout_policy",
-                        lambda spec, team_dir, settings, store, role_budgets: (stand_in,
-                                                                               dict(execution.NO_PRECISION)))
+                        lambda spec, team_dir, settings, store, role_budgets, reply_ends: (
+                            stand_in, dict(execution.NO_PRECISION)))
     rows = {(r["condition"], r["team_size"]): r for r in run_batch(batch, design, PolicySpec(kind="local"))}
     assert stand_in.calls == [1 + 1 + 2 + 3, 1 + 1]  # turn 2: only the two single agents play on
     for size in (2, 3):

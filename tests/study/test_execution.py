@@ -303,3 +303,56 @@ def test_role_budgets_stop_each_role_of_the_trained_team_at_its_own_budget(tmp_p
         assert asked == [(64, budgets)]
         tokens[on] = [row["completion_tokens"] for row in rows]
     assert all(a <= b for a, b in zip(tokens[True], tokens[False], strict=True))
+
+
+# ------------------------------------------------------------------------------------------------ reply ends
+def test_stop_at_reply_end_gives_every_local_policy_its_envs_reply_ends(tmp_path, monkeypatch):
+    """``--stop-at-reply-end``: the trained team's call and the base model's (here one agent's) both get the env's
+    reply ends (every code role's "the code block has closed"; none for the verifier); without it, none. A scripted
+    policy, which decodes nothing, is refused with the reason. The design records the switch only when on."""
+    import json
+
+    from llm_marl_baselines.policies import local
+    from llm_marl_baselines.policies.adapters import MANIFEST_NAME, TeamManifest
+    from llm_marl_envs.envs.coding.prompts import CODE_BLOCK_CLOSED
+    from llm_marl_trainers.generation import LoraSettings, TeamModel
+
+    loaded = _tiny_model()
+    loaded.model.save_pretrained(tmp_path / "tiny")
+    loaded.tokenizer.save_pretrained(tmp_path / "tiny")
+    agents = ["coder_1", "coder_2", "tester", "verifier"]
+    team = TeamModel(loaded, agents, lora=LoraSettings(r=4, alpha=8, init_lora_weights=False))
+    team.save_adapters(tmp_path / "team" / "adapters")
+    manifest = TeamManifest(base_model=str(tmp_path / "tiny"), env="coding_v0", num_agents=4,
+                            roles={a: f"adapters/{a}" for a in agents}, env_kwargs={"scheme": "propose_verify"})
+    (tmp_path / "team" / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict()))
+    asked: list = []
+    generate, records = TeamModel.generate, local.generate_records
+
+    def team_spy(self, requests, settings, *args, **kwargs):
+        asked.append(("team", kwargs.get("role_reply_ends")))
+        return generate(self, requests, settings, *args, **kwargs)
+
+    def base_spy(*args, **kwargs):
+        asked.append(("base", kwargs.get("reply_ends")))
+        return records(*args, **kwargs)
+
+    monkeypatch.setattr(TeamModel, "generate", team_spy)
+    monkeypatch.setattr(local, "generate_records", base_spy)
+    spec = PolicySpec(kind="local", model=str(tmp_path / "tiny"), dtype="float32")
+    for on in (False, True):
+        study = design(envs=("coding",), team_sizes=(4,), conditions=("trained", "single"), cell_episodes={4: 1},
+                       tasks=1, max_turns=1, max_new_tokens=16, stop_at_reply_end=on,
+                       env_kwargs={"coding": {"executor": "local", "scheme": "propose_verify"}})
+        assert ("stop_at_reply_end" in study.to_dict()) is on
+        batches = make_batches(study.plan(), 8, {("coding", 4): str(tmp_path / "team")}, study)
+        asked.clear()
+        for batch in batches:
+            run_batch(batch, study, spec)
+        coders = {"coder_1": CODE_BLOCK_CLOSED, "coder_2": CODE_BLOCK_CLOSED, "tester": CODE_BLOCK_CLOSED}
+        assert sorted(asked, key=lambda a: a[0]) == ([("base", {"solo": CODE_BLOCK_CLOSED}), ("team", coders)] if on
+                                                     else [("base", None), ("team", None)])
+    with pytest.raises(ValueError, match="stop_at_reply_end: needs local weights"):
+        run_batch(batches[0], study, PolicySpec(kind="scripted"))
+    with pytest.raises(TypeError, match="stop_at_reply_end: expected True or False"):
+        design(stop_at_reply_end="yes")

@@ -102,16 +102,18 @@ def test_pairs_set_episodes_per_cell_by_team_size():
     assert design.cell_episodes is None and design.episodes == 60
 
 
-def test_role_budgets_are_off_unless_asked_and_change_the_config_only_when_on():
+@pytest.mark.parametrize(("flag", "field"), [("--role-budgets", "role_budgets"),
+                                             ("--stop-at-reply-end", "stop_at_reply_end")])
+def test_decoding_switches_are_off_unless_asked_and_change_the_config_only_when_on(flag: str, field: str):
     from llm_marl_benchmarks.study.design import config_hash
 
     off, _ = design_from_args(build_parser().parse_args(["--preset", "results"]))
-    on, _ = design_from_args(build_parser().parse_args(["--preset", "results", "--role-budgets"]))
-    assert (off.role_budgets, on.role_budgets) == (False, True)
-    assert "role_budgets" not in off.to_dict() and on.to_dict()["role_budgets"] is True
+    on, _ = design_from_args(build_parser().parse_args(["--preset", "results", flag]))
+    assert (getattr(off, field), getattr(on, field)) == (False, True)
+    assert field not in off.to_dict() and on.to_dict()[field] is True
     assert config_hash(off.to_dict()) != config_hash(on.to_dict())
-    with pytest.raises(TypeError, match="role_budgets: expected True or False"):
-        dataclasses.replace(off, role_budgets="yes")
+    with pytest.raises(TypeError, match=f"{field}: expected True or False"):
+        dataclasses.replace(off, **{field: "yes"})
 
 
 def test_single_best_of_n_runs_from_the_command_line_in_coding_only(tmp_path, capsys):

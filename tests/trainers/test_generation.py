@@ -17,6 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))  # the shared tiny model and tokenizer
 from baseline_helpers import ENV_KWARGS, tiny_model, tiny_tokenizer
 
+from llm_marl_baselines.decoding import token_texts
 from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import ChatRequest, rollout_tree, run_episodes
@@ -328,6 +329,46 @@ def test_a_role_budget_stops_that_roles_replies_and_leaves_the_others(shared: bo
     for bad, error in (({"concise": 0}, ValueError), ({"concise": True}, ValueError), ([("concise", 2)], TypeError)):
         with pytest.raises(error, match="role_max_new_tokens"):
             team.generate(REQUESTS, SAMPLED, role_max_new_tokens=bad)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_reply_end_stops_that_roles_replies_and_leaves_the_others(shared: bool) -> None:
+    """``role_reply_ends`` (a coder's "the code block has closed"): that role's replies stop at the first match of its
+    pattern in the reply so far, the given start included, with the first tokens of what it writes without (recorded
+    as stopped); the other role's replies are exactly what they are without it; on both sampling paths, and through
+    the rollout policy."""
+    team = make_team()
+    team.share_prefix = shared
+    prefix = "```python\n"
+    requests = [ChatRequest(r.env_index, r.agent, r.turn, (*r.messages, {"role": "assistant", "content": prefix}))
+                if r.agent == "concise" else r for r in REQUESTS]
+    ends = {"concise": r"(?s)^```python\n.{5}"}  # matches only with the given start
+    free = flat(team.generate(requests, SAMPLED, samples_per_request=3))
+    cut = flat(team.generate(requests, SAMPLED, samples_per_request=3, role_reply_ends=ends))
+    agents = [r.agent for r in requests for _ in range(3)]
+    texts = token_texts(team.tokenizer_of("concise"))
+    shorter = 0
+    for mine, theirs, agent in zip(cut, free, agents, strict=True):
+        if agent == "detailed":
+            assert (mine.completion_ids, mine.text, mine.finish_reason) == (theirs.completion_ids, theirs.text,
+                                                                            theirs.finish_reason)
+            assert mine.logprobs == pytest.approx(theirs.logprobs, abs=1e-5)
+            continue
+        n = len(mine.completion_ids)
+        assert mine.completion_ids == theirs.completion_ids[:n]
+        assert mine.logprobs == pytest.approx(theirs.logprobs[:n], abs=1e-5)
+        if n < len(theirs.completion_ids):
+            shorter += 1
+            written = "".join(texts(t) for t in mine.completion_ids)
+            assert mine.finish_reason == "stop" and len(written) >= 5
+            assert len(written) - len(texts(mine.completion_ids[-1])) < 5
+    assert shorter, "no reply ran past its end"
+    policy = team.as_rollout_policy(SAMPLED, role_reply_ends=ends)
+    assert [r.completion_ids for r in policy(requests)] == [r.completion_ids for r in
+                                                            flat(team.generate(requests, SAMPLED,
+                                                                               role_reply_ends=ends))]
+    with pytest.raises(ValueError, match="reply_ends"):
+        team.as_rollout_policy(SAMPLED, role_reply_ends={"concise": "("})
 
 
 def test_a_reply_prefix_is_continued_and_starts_the_text() -> None:

@@ -401,6 +401,7 @@ class CodingEnv(CollaborativeTextEnv):
     SYSTEM_PROMPT: ClassVar[str] = prompts.SYSTEM_PROMPT
     ROLE_HINTS: ClassVar[Mapping[str, str]] = prompts.ROLE_HINTS
     ROLE_NEW_TOKENS: ClassVar[Mapping[str, int]] = prompts.ROLE_NEW_TOKENS
+    ROLE_REPLY_ENDS: ClassVar[Mapping[str, str]] = prompts.ROLE_REPLY_ENDS
     concurrent_steps: ClassVar[bool] = True
     EPISODE_ATTRIBUTES: ClassVar[tuple[str, ...]] = (
         *CollaborativeTextEnv.EPISODE_ATTRIBUTES,
