@@ -127,6 +127,13 @@ signature instead of writing `aux` (0 of 16 held-out episodes defined it) and it
 on the first turn only, a free second reply undid it. A started reply ends the agent's work by ending with `<done/>`
 or by resubmitting its code unchanged.
 
+Where a reply ends: `env.suggested_reply_end(agent)` is a regular expression whose first match in a code role's reply
+(its started part included) is the first code block closed, the end of what becomes the draft; the reviewer and the
+verifier have none (`None`). SmolLM2-135M closes the block and writes on to its budget (prose, test calls, second
+blocks: the env discards them), so a policy may stop decoding there (`reply_ends` of the local policy and the team
+model; the study's `--stop-at-reply-end`). The env does not stop it: a `<message>` or `<done/>` after the block
+would still count, and stopping loses it.
+
 ## Rewards
 Joint mode: `r_t = ΔS_t − w_t − w_m·message_tokens_t − w_inv·invalid_actions_t − w_r·longest_reply_t
 − w_d·discarded_tokens_t` (`w_r` and `w_d` are 0 unless a recipe prices a turn's longest reply or the text the env
