@@ -263,11 +263,9 @@ def test_a_batch_run_elsewhere_sends_its_prompt_counts_back_once(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------------ role budgets
-def test_role_budgets_stop_each_role_of_the_trained_team_at_its_own_budget(tmp_path, monkeypatch):
-    """``--role-budgets``: the trained team's call gets each role's budget from the env (a coding team of 4: coders
-    160, tester 128, verifier 48; the call caps them at its own, here 64), and its replies get no longer; without it,
-    none. The design records it only when on, so the config hash of every run from before it existed stays the
-    same."""
+def _save_coding_team_of_4(tmp_path) -> None:
+    """The tiny Llama saved as ``tmp_path/tiny`` and a propose_verify coding team of 4 on it (random LoRA adapters,
+    so the adapters change the replies) as ``tmp_path/team``, loadable as the study's trained team."""
     import json
 
     from llm_marl_baselines.policies.adapters import MANIFEST_NAME, TeamManifest
@@ -282,6 +280,16 @@ def test_role_budgets_stop_each_role_of_the_trained_team_at_its_own_budget(tmp_p
     manifest = TeamManifest(base_model=str(tmp_path / "tiny"), env="coding_v0", num_agents=4,
                             roles={a: f"adapters/{a}" for a in agents}, env_kwargs={"scheme": "propose_verify"})
     (tmp_path / "team" / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict()))
+
+
+def test_role_budgets_stop_each_role_of_the_trained_team_at_its_own_budget(tmp_path, monkeypatch):
+    """``--role-budgets``: the trained team's call gets each role's budget from the env (a coding team of 4: coders
+    160, tester 128, verifier 48; the call caps them at its own, here 64), and its replies get no longer; without it,
+    none. The design records it only when on, so the config hash of every run from before it existed stays the
+    same."""
+    from llm_marl_trainers.generation import TeamModel
+
+    _save_coding_team_of_4(tmp_path)
     asked: list = []
     generate = TeamModel.generate
 
@@ -310,22 +318,11 @@ def test_stop_at_reply_end_gives_every_local_policy_its_envs_reply_ends(tmp_path
     """``--stop-at-reply-end``: the trained team's call and the base model's (here one agent's) both get the env's
     reply ends (every code role's "the code block has closed"; none for the verifier); without it, none. A scripted
     policy, which decodes nothing, is refused with the reason. The design records the switch only when on."""
-    import json
-
     from llm_marl_baselines.policies import local
-    from llm_marl_baselines.policies.adapters import MANIFEST_NAME, TeamManifest
     from llm_marl_envs.envs.coding.prompts import CODE_BLOCK_CLOSED
-    from llm_marl_trainers.generation import LoraSettings, TeamModel
+    from llm_marl_trainers.generation import TeamModel
 
-    loaded = _tiny_model()
-    loaded.model.save_pretrained(tmp_path / "tiny")
-    loaded.tokenizer.save_pretrained(tmp_path / "tiny")
-    agents = ["coder_1", "coder_2", "tester", "verifier"]
-    team = TeamModel(loaded, agents, lora=LoraSettings(r=4, alpha=8, init_lora_weights=False))
-    team.save_adapters(tmp_path / "team" / "adapters")
-    manifest = TeamManifest(base_model=str(tmp_path / "tiny"), env="coding_v0", num_agents=4,
-                            roles={a: f"adapters/{a}" for a in agents}, env_kwargs={"scheme": "propose_verify"})
-    (tmp_path / "team" / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict()))
+    _save_coding_team_of_4(tmp_path)
     asked: list = []
     generate, records = TeamModel.generate, local.generate_records
 
