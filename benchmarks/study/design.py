@@ -179,8 +179,9 @@ class StudyDesign:
     """Every reply of every condition played by local weights (the trained team's and the base model's) stops where
     its env stops reading it (``env.suggested_reply_end(agent)``: a coding role's reply where its first code block
     closes; writing's replies have no such end). What precedes the end is what the reply would have begun with, so
-    a coder's code is what it would have sent and only the text the env drops goes. False (default): replies run to
-    a stop token or the budget, as every committed figure ran."""
+    a coder's code is what it would have sent; what goes is the text the env drops, and any ``<message>`` or
+    ``<done/>`` written after the block. False (default): replies run to a stop token or the budget, as every
+    committed figure ran."""
     temperature: float = 0.7
     top_p: float = 0.95
     similarity: str = "auto"
