@@ -81,10 +81,12 @@ RowStop = Callable[[str], bool]
 :func:`llm_marl_baselines.policies.local.reply_end_tests`)."""
 
 
+@functools.lru_cache(maxsize=8)
 def token_texts(tokenizer: Any) -> Callable[[int], str]:
-    """Each token id's text on its own (``tokenizer.decode([id])``), remembered: what :class:`RowTextStops` appends
-    a step at a time. For a byte-level BPE (SmolLM2's) the pieces join to the decoded text but for a character
-    split across tokens, which shows as U+FFFD until it is whole; a stop test looks for ASCII marks."""
+    """Each token id's text on its own (``tokenizer.decode([id])``), remembered per tokenizer across calls (a study
+    decodes the same few hundred ids batch after batch): what :class:`RowTextStops` appends a step at a time. For a
+    byte-level BPE (SmolLM2's) the pieces join to the decoded text but for a character split across tokens, which
+    shows as U+FFFD until it is whole; a stop test looks for ASCII marks."""
     return functools.lru_cache(maxsize=None)(lambda token: tokenizer.decode([token]))
 
 
@@ -375,12 +377,11 @@ def sample_rows(
                     recorded.append(log_p.gather(1, token[:, None]).squeeze(1))
                 sequences[:, width + t] = token
                 steps = t + 1
-                writing = unfinished.tolist() if tested else None
                 unfinished &= ~torch.isin(token, stop)
                 if tested:
                     drawn, open_rows = token.tolist(), unfinished.tolist()
                     for r in tested:
-                        if not (writing[r] and open_rows[r]):  # ended before, or by this token's stop id
+                        if not open_rows[r]:  # ended before, or by this token's stop id
                             continue
                         texts[r] += row_stops.token_text(drawn[r])
                         if row_stops.tests[r](texts[r]):

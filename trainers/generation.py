@@ -59,6 +59,7 @@ from llm_marl_baselines.policies.base import CallSeeds, Generation, GenerationSe
 from llm_marl_baselines.policies.local import (
     check_reply_ends,
     completion_text,
+    cut_rows,
     encode_prompts,
     render_chat,
     reply_end_tests,
@@ -602,26 +603,26 @@ class TeamModel:
         new_tokens = output.sequences[:, input_ids.shape[1]:]
         token_logprobs = recorder.finish(new_tokens).tolist() if recorder is not None else None
         tokenizer = group.loaded.tokenizer
-        records = []
         rows = new_tokens.tolist()
         if limits is not None:
             rows = [tokens[:limit] for tokens, limit in zip(rows, limits, strict=True)]
-        # Each row through its first stop id, then (with stop tests) through the token where its test first holds.
-        rows = [tokens[:next((i + 1 for i, token in enumerate(tokens) if token in group.stop_ids), len(tokens))]
-                for tokens in rows]
-        text_ends = stops.lengths(rows) if stops is not None else [None] * len(rows)
-        for row, tokens in enumerate(rows):
-            ends = [i for i, token in enumerate(tokens) if token in group.stop_ids]
-            length = text_ends[row] or len(tokens)
-            completion = tokens[:length]
-            records.append(Generation(
+        ends = [next((i for i, token in enumerate(tokens) if token in group.stop_ids), None) for tokens in rows]
+        rows = [tokens if end is None else tokens[:end + 1] for tokens, end in zip(rows, ends, strict=True)]
+        if token_logprobs is not None:
+            token_logprobs = [values[:len(tokens)] for values, tokens in zip(token_logprobs, rows, strict=True)]
+        stopped = [end is not None for end in ends]
+        if stops is not None:  # each row through the token where its stop test first holds
+            rows, token_logprobs, stopped = cut_rows(stops, rows, token_logprobs, stopped)
+        return [
+            Generation(
                 text=tokenizer.decode(completion, skip_special_tokens=True),
                 prompt_ids=tuple(encoded[row]),
                 completion_ids=tuple(completion),
-                logprobs=tuple(token_logprobs[row][:length]) if token_logprobs is not None else None,
-                finish_reason="stop" if ends or text_ends[row] else "length",
-            ))
-        return records
+                logprobs=tuple(token_logprobs[row]) if token_logprobs is not None else None,
+                finish_reason="stop" if stopped[row] else "length",
+            )
+            for row, completion in enumerate(rows)
+        ]
 
     # ------------------------------------------------------------------------------------------------------------
     # Training forward

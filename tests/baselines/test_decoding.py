@@ -381,17 +381,23 @@ def test_dropping_finished_rows_keeps_the_samples(loaded: LoadedModel, cache: st
         assert len(after) == kept
 
 
-@pytest.mark.parametrize("share", [True, False])
-def test_a_row_budget_cuts_that_row_to_the_start_of_its_reply_and_leaves_the_others(loaded: LoadedModel,
-                                                                                   share: bool) -> None:
-    """Per-row budgets (a batch of roles with different ones): a row stops at its own budget with the first tokens of
-    what it writes without one, recorded as cut by the budget; every other row samples exactly what it would."""
+def _six_free_rows(loaded: LoadedModel, share: bool) -> tuple[list[list[int]], list[int], dict[str, Any], Any]:
+    """Two rows of each test prompt sampled with nothing cutting them (seed 7), and the arguments that sampled them:
+    what a cut run (same seed) is compared with."""
     prompts = prompts_of(loaded)
     rows = [0, 1, 2, 0, 1, 2]
     common: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "stop_ids": STOP,
                               "pad_id": PAD, "share_prefix": share}
     torch.manual_seed(7)
-    free = sample_rows(loaded.model, prompts, rows, **common)
+    return prompts, rows, common, sample_rows(loaded.model, prompts, rows, **common)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_row_budget_cuts_that_row_to_the_start_of_its_reply_and_leaves_the_others(loaded: LoadedModel,
+                                                                                   share: bool) -> None:
+    """Per-row budgets (a batch of roles with different ones): a row stops at its own budget with the first tokens of
+    what it writes without one, recorded as cut by the budget; every other row samples exactly what it would."""
+    prompts, rows, common, free = _six_free_rows(loaded, share)
     budgets = [3, 16, 1, 16, 5, 16]
     torch.manual_seed(7)
     cut = sample_rows(loaded.model, prompts, rows, row_max_new_tokens=budgets, **common)
@@ -421,12 +427,7 @@ def test_a_stop_test_ends_its_row_with_the_start_of_its_reply_and_leaves_the_oth
     the first token after which its test holds, holding the first tokens of what it writes without one (recorded as
     stopped); the other rows sample exactly what they would; cutting whole samples afterwards
     (``RowTextStops.lengths``, what the ``generate`` paths do) gives the same rows."""
-    prompts = prompts_of(loaded)
-    rows = [0, 1, 2, 0, 1, 2]
-    common: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "stop_ids": STOP,
-                              "pad_id": PAD, "share_prefix": share}
-    torch.manual_seed(7)
-    free = sample_rows(loaded.model, prompts, rows, **common)
+    prompts, rows, common, free = _six_free_rows(loaded, share)
 
     def longer_than(n: int) -> Any:
         return lambda text: len(text) > n
