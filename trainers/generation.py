@@ -58,6 +58,7 @@ from llm_marl_baselines.models import LoadedModel, load_model
 from llm_marl_baselines.policies.base import CallSeeds, Generation, GenerationSettings
 from llm_marl_baselines.policies.local import (
     check_reply_ends,
+    check_role_budgets,
     completion_text,
     cut_rows,
     encode_prompts,
@@ -471,7 +472,7 @@ class TeamModel:
             if agent not in self._group_of:
                 raise ValueError(f"requests[{index}]: no adapter for agent {agent!r}; "
                                  f"this team has {list(self.agents)}")
-        budgets = _role_budgets(role_max_new_tokens, settings.max_new_tokens)
+        budgets = check_role_budgets(role_max_new_tokens, settings.max_new_tokens)
         reply_ends = check_reply_ends(role_reply_ends)
         records: list[list[Generation]] = [[] for _ in requests]
         if not requests:
@@ -896,18 +897,6 @@ def _adapter_parameters(model: Any, agent: str) -> list[torch.nn.Parameter]:
                     value = adapter[agent]
                     parameters.extend([value] if isinstance(value, torch.nn.Parameter) else value.parameters())
     return parameters
-
-
-def _role_budgets(budgets: Mapping[str, int] | None, max_new_tokens: int) -> dict[str, int] | None:
-    """``budgets`` checked, each capped at ``max_new_tokens`` (None stays None)."""
-    if budgets is None:
-        return None
-    if not isinstance(budgets, Mapping):
-        raise TypeError(f"role_max_new_tokens: expected a mapping of agent to int, got {type(budgets).__name__}")
-    for agent, budget in budgets.items():
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise ValueError(f"role_max_new_tokens[{agent!r}]: expected an int >= 1, got {budget!r}")
-    return {agent: min(budget, max_new_tokens) for agent, budget in budgets.items()}
 
 
 def _encode(group: _Group, requests: Sequence[Any], max_new_tokens: int) -> list[list[int]]:

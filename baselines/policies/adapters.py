@@ -38,7 +38,12 @@ from typing import Any
 
 from llm_marl_baselines.models import DEFAULT_MODEL, LoadedModel, load_model
 from llm_marl_baselines.policies.base import ActionRequest, Generation, GenerationSettings, Policy
-from llm_marl_baselines.policies.local import DEFAULT_BATCH_SIZE, generate_records
+from llm_marl_baselines.policies.local import (
+    DEFAULT_BATCH_SIZE,
+    check_reply_ends,
+    check_role_budgets,
+    generate_records,
+)
 from llm_marl_envs.registry import ENVS
 
 FORMAT_VERSION = 1
@@ -192,6 +197,12 @@ class AdapterTeamPolicy(Policy):
     """Per-agent LoRA adapters on one shared base model, from a team directory (see module docstring).
 
     ``settings`` holds the manifest's generation settings, for callers that want the trained defaults.
+    ``reply_ends``: per agent, a regular expression whose first match in the reply (its given start included) ends
+    that agent's replies, e.g. ``{agent: env.suggested_reply_end(agent)}`` (a coder stops where its code block
+    closes instead of writing on to the budget; :func:`~llm_marl_baselines.policies.local.generate_records`); None
+    (default): every reply runs to a stop token or the budget. ``role_max_new_tokens``: per agent, a budget (below
+    the settings' ``max_new_tokens``) at which its replies stop, e.g. ``env.suggested_max_new_tokens([agent])`` (a
+    coding verifier's 48 beside coders' 160). Both are checked here, before loading.
     """
 
     name = "adapters"
@@ -204,7 +215,11 @@ class AdapterTeamPolicy(Policy):
         device: str = "auto",
         batch_size: int = DEFAULT_BATCH_SIZE,
         loaded: LoadedModel | None = None,
+        reply_ends: Mapping[str, str] | None = None,
+        role_max_new_tokens: Mapping[str, int] | None = None,
     ) -> None:
+        check_reply_ends(reply_ends)
+        check_role_budgets(role_max_new_tokens, 1)
         try:
             from peft import PeftModel
         except ImportError as error:  # pragma: no cover - depends on the installed extras
@@ -213,6 +228,8 @@ class AdapterTeamPolicy(Policy):
         self.manifest = load_team_manifest(self.team_dir)
         self.settings = self.manifest.generation
         self.batch_size = batch_size
+        self.reply_ends = dict(reply_ends) if reply_ends is not None else None
+        self.role_max_new_tokens = dict(role_max_new_tokens) if role_max_new_tokens is not None else None
         base = loaded if loaded is not None else load_model(self.manifest.base_model, dtype=dtype, device=device)
         roles = list(self.manifest.roles.items())
         first_role, first_folder = roles[0]
@@ -250,7 +267,9 @@ class AdapterTeamPolicy(Policy):
                 continue
             self.model.set_adapter(role)
             role_records = generate_records(self.loaded, [requests[i] for i in rows], settings,
-                                            batch_size=self.batch_size, model=self.model, logprobs=logprobs)
+                                            batch_size=self.batch_size, model=self.model, logprobs=logprobs,
+                                            reply_ends=self.reply_ends,
+                                            role_max_new_tokens=self.role_max_new_tokens)
             for row, record in zip(rows, role_records, strict=True):
                 records[row] = record
         return [record for record in records if record is not None]

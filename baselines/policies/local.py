@@ -46,6 +46,19 @@ def check_reply_ends(reply_ends: Mapping[str, str] | None) -> dict[str, re.Patte
     return compiled
 
 
+def check_role_budgets(budgets: Mapping[str, int] | None, max_new_tokens: int) -> dict[str, int] | None:
+    """``budgets`` (agent -> the most new tokens its replies may take, e.g. an env's
+    ``suggested_max_new_tokens([agent])``) checked, each capped at ``max_new_tokens``; None stays None."""
+    if budgets is None:
+        return None
+    if not isinstance(budgets, Mapping):
+        raise TypeError(f"role_max_new_tokens: expected a mapping of agent to int, got {type(budgets).__name__}")
+    for agent, budget in budgets.items():
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"role_max_new_tokens[{agent!r}]: expected an int >= 1, got {budget!r}")
+    return {agent: min(budget, max_new_tokens) for agent, budget in budgets.items()}
+
+
 def reply_end_tests(reply_ends: Mapping[str, re.Pattern[str]] | None, agents: Sequence[str],
                     prefixes: Sequence[str]) -> list[RowStop | None] | None:
     """Per row (its agent and the reply's given start), the stop test that ends the row where its agent's reply
@@ -106,14 +119,16 @@ def generate_actions(
     share_prefix: bool = True,
     prompt_store: PromptStore | None = None,
     reply_ends: Mapping[str, str] | None = None,
+    role_max_new_tokens: Mapping[str, int] | None = None,
 ) -> list[str]:
     """Generate one completion per request with ``model`` (default ``loaded.model``), ``batch_size`` rows at a time.
 
-    Rows are grouped by prompt length so padding stays small; results come back in request order. ``reply_ends``:
-    see :func:`generate_records`.
+    Rows are grouped by prompt length so padding stays small; results come back in request order. ``reply_ends``,
+    ``role_max_new_tokens``: see :func:`generate_records`.
     """
     records = generate_records(loaded, requests, settings, batch_size=batch_size, model=model, logprobs=False,
-                               share_prefix=share_prefix, prompt_store=prompt_store, reply_ends=reply_ends)
+                               share_prefix=share_prefix, prompt_store=prompt_store, reply_ends=reply_ends,
+                               role_max_new_tokens=role_max_new_tokens)
     return [record.text for record in records]
 
 
@@ -128,6 +143,7 @@ def generate_records(
     share_prefix: bool = True,
     prompt_store: PromptStore | None = None,
     reply_ends: Mapping[str, str] | None = None,
+    role_max_new_tokens: Mapping[str, int] | None = None,
 ) -> list[Generation]:
     """One :class:`Generation` per request: text, prompt ids, completion ids and (``logprobs=True``) per-token
     log-probabilities, in request order.
@@ -150,6 +166,10 @@ def generate_records(
     it, e.g. an env's ``suggested_reply_end(agent)``: a coder's reply stops where its code block closes instead of
     writing on to the budget. Such a reply is the start of what it would be without (same seed and rows), recorded
     with ``finish_reason`` ``"stop"``; agents without a pattern write as before.
+
+    ``role_max_new_tokens``: per agent, a budget below ``settings.max_new_tokens`` at which its replies stop (a call
+    that serves roles with different budgets, e.g. a coding verifier's 48 beside coders' 160); such a reply is the
+    start of what it would be without (same seed and rows), recorded with ``finish_reason`` ``"length"``.
     """
     import torch
 
@@ -160,6 +180,9 @@ def generate_records(
     encoded = encode_prompts(tokenizer, render_prompts(tokenizer, requests), max_prompt_tokens)
     prefixes = [reply_prefix(request.messages()) for request in requests]
     tests = reply_end_tests(check_reply_ends(reply_ends), [request.agent for request in requests], prefixes)
+    budgets = check_role_budgets(role_max_new_tokens, settings.max_new_tokens)
+    limits = (None if not budgets
+              else [budgets.get(request.agent, settings.max_new_tokens) for request in requests])
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     records: list[Generation | None] = [None] * len(encoded)
     # A private RNG state: seeding for this call must not reset the caller's global torch RNG.
@@ -171,7 +194,7 @@ def generate_records(
             stops = (None if tests is None
                      else RowTextStops(tuple(tests[i] for i in rows), token_texts(tokenizer)))
             batch = _generate_batch(loaded, model, [encoded[i] for i in rows], settings, logprobs, share_prefix,
-                                    prompt_store, stops)
+                                    prompt_store, stops, None if limits is None else [limits[i] for i in rows])
             for row, record in zip(rows, batch, strict=True):
                 records[row] = dataclasses.replace(record, text=completion_text(prefixes[row], record.text))
     return [record for record in records if record is not None]
@@ -179,9 +202,9 @@ def generate_records(
 
 def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], settings: GenerationSettings,
                     logprobs: bool, share_prefix: bool, prompt_store: PromptStore | None,
-                    row_stops: RowTextStops | None = None) -> list[Generation]:
-    """One batch of rows: a record per row, cut after its first stop token or where its stop test first holds
-    (text: the decoded continuation, not yet stripped or prefixed)."""
+                    row_stops: RowTextStops | None = None, limits: list[int] | None = None) -> list[Generation]:
+    """One batch of rows: a record per row, cut after its first stop token, where its stop test first holds or at
+    its own budget in ``limits`` (text: the decoded continuation, not yet stripped or prefixed)."""
     stop_ids = sorted(stop_token_ids(model, loaded.tokenizer))
     pad_id = loaded.tokenizer.pad_token_id
     if share_prefix:
@@ -193,11 +216,13 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
         sampled = sample_rows(model, [list(ids) for ids in distinct], row_prompt, temperature=settings.temperature,
                               top_p=settings.top_p, max_new_tokens=settings.max_new_tokens, stop_ids=stop_ids,
                               pad_id=pad_id, logprobs=logprobs, prompt_store=prompt_store, row_stops=row_stops,
+                              row_max_new_tokens=limits,
                               prompt_keys=None if graphs is None else [graphs[1]] * len(distinct),
                               graphs=None if graphs is None else graphs[0])
         tokens, token_logprobs, stopped = sampled.tokens, sampled.logprobs, sampled.stopped
     else:
-        tokens, token_logprobs, stopped = _generate_with_hf(loaded, model, encoded, settings, logprobs, stop_ids)
+        tokens, token_logprobs, stopped = _generate_with_hf(loaded, model, encoded, settings, logprobs, stop_ids,
+                                                            limits)
         if row_stops is not None:  # generate wrote every row on; each is cut where sample_rows would have ended it
             tokens, token_logprobs, stopped = cut_rows(row_stops, tokens, token_logprobs, stopped)
     return [
@@ -213,11 +238,12 @@ def _generate_batch(loaded: LoadedModel, model: Any, encoded: list[list[int]], s
 
 
 def _generate_with_hf(loaded: LoadedModel, model: Any, encoded: list[list[int]], settings: GenerationSettings,
-                      logprobs: bool, stop_ids: list[int]) -> tuple[list[list[int]], list[list[float]] | None,
-                                                                   list[bool]]:
+                      logprobs: bool, stop_ids: list[int], limits: list[int] | None = None,
+                      ) -> tuple[list[list[int]], list[list[float]] | None, list[bool]]:
     """The reference path: one left-padded ``model.generate`` call over every row, drawing its tokens with the
     sampler :func:`~llm_marl_baselines.decoding.sample_rows` uses (``generate`` itself runs greedy on the one token
-    left finite), so both paths give the same samples for the same seed."""
+    left finite), so both paths give the same samples for the same seed. ``limits``: per row, the budget it is cut at
+    afterwards (``generate`` draws every row at every step, so the other rows are what they would be without)."""
     import torch
     from transformers import LogitsProcessorList
 
@@ -244,6 +270,8 @@ def _generate_with_hf(loaded: LoadedModel, model: Any, encoded: list[list[int]],
     stop_set = set(stop_ids)
     tokens, kept, stopped = [], [], []
     for row, generated in enumerate(new_tokens.tolist()):
+        if limits is not None:
+            generated = generated[:limits[row]]
         end = next((i for i, token in enumerate(generated) if token in stop_set), None)
         length = len(generated) if end is None else end + 1
         tokens.append(generated[:length])
@@ -297,6 +325,9 @@ class LocalModelPolicy(Policy):
         reply_ends: per agent, a regular expression whose first match ends that agent's replies (an env's
             ``suggested_reply_end``; :func:`generate_records`); None (default): every reply runs to a stop token or
             the budget.
+        role_max_new_tokens: per agent, a budget (below the settings' ``max_new_tokens``) at which that agent's
+            replies stop, e.g. an env's ``suggested_max_new_tokens([agent])``; None (default): every reply has the
+            settings' budget.
     """
 
     name = "local"
@@ -315,8 +346,10 @@ class LocalModelPolicy(Policy):
         prompt_store: PromptStore | None = None,
         logprobs: bool = True,
         reply_ends: Mapping[str, str] | None = None,
+        role_max_new_tokens: Mapping[str, int] | None = None,
     ) -> None:
         check_reply_ends(reply_ends)
+        check_role_budgets(role_max_new_tokens, 1)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
         if prompt_store is not None and not isinstance(prompt_store, PromptStore):
@@ -333,14 +366,15 @@ class LocalModelPolicy(Policy):
         self.prompt_store = prompt_store
         self.logprobs = logprobs
         self.reply_ends = dict(reply_ends) if reply_ends is not None else None
+        self.role_max_new_tokens = dict(role_max_new_tokens) if role_max_new_tokens is not None else None
 
     def _act(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[str]:
         # Texts only: skips keeping the raw logits that log-probabilities need.
         return generate_actions(self.loaded, requests, settings, batch_size=self.batch_size,
                                 share_prefix=self.share_prefix, prompt_store=self.prompt_store,
-                                reply_ends=self.reply_ends)
+                                reply_ends=self.reply_ends, role_max_new_tokens=self.role_max_new_tokens)
 
     def _generate(self, requests: list[ActionRequest], settings: GenerationSettings) -> list[Generation]:
         return generate_records(self.loaded, requests, settings, batch_size=self.batch_size, logprobs=self.logprobs,
                                 share_prefix=self.share_prefix, prompt_store=self.prompt_store,
-                                reply_ends=self.reply_ends)
+                                reply_ends=self.reply_ends, role_max_new_tokens=self.role_max_new_tokens)

@@ -82,8 +82,8 @@ def builtin_team_dir(env: str, num_agents: int) -> Path:
 
 def load_team(env: str, num_agents: int, **policy_kwargs: Any) -> Any:
     """The shipped team for ``env`` and ``num_agents`` as a ready policy
-    (:class:`~llm_marl_baselines.policies.adapters.AdapterTeamPolicy`; ``policy_kwargs``: ``dtype``, ``device``...). Its
-    ``team_dir`` is :func:`builtin_team_dir`'s."""
+    (:class:`~llm_marl_baselines.policies.adapters.AdapterTeamPolicy`; ``policy_kwargs``: ``dtype``, ``device``,
+    ``reply_ends``, ``role_max_new_tokens``...). Its ``team_dir`` is :func:`builtin_team_dir`'s."""
     from llm_marl_baselines.policies.adapters import AdapterTeamPolicy
 
     return AdapterTeamPolicy(builtin_team_dir(env, num_agents), **policy_kwargs)

@@ -490,3 +490,36 @@ def test_reply_ends_stop_an_agents_replies_where_its_pattern_first_matches(loade
     for bad, error in (({"coder": 3}, TypeError), ({"coder": "("}, ValueError), ([("coder", "x")], TypeError)):
         with pytest.raises(error, match="reply_ends"):
             LocalModelPolicy(loaded=loaded, reply_ends=bad)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_role_budgets_stop_an_agents_replies_at_its_own_budget(loaded: LoadedModel, share: bool) -> None:
+    """``role_max_new_tokens`` (an env's ``suggested_max_new_tokens([agent])`` per agent, e.g. a verifier's 48 beside
+    coders' 160): an agent's reply takes at most its own budget and is the start of the reply it writes without (same
+    seed), recorded as cut by length; another agent's replies are unchanged. Both sampling paths agree."""
+    user = [{"role": "user", "content": "Write aux."}]
+    requests = [ActionRequest.from_messages("coder", user), ActionRequest.from_messages("writer", user)] * 3
+    settings = GenerationSettings(temperature=1.0, max_new_tokens=24, seed=3)
+    free = LocalModelPolicy(loaded=loaded, share_prefix=share, reuse_prompts=False).generate(requests, settings)
+    budgets = {"coder": 3, "writer": 99}  # the writer's is above the call's 24: capped there, so no change
+    cut = LocalModelPolicy(loaded=loaded, share_prefix=share, reuse_prompts=False,
+                           role_max_new_tokens=budgets).generate(requests, settings)
+    shorter = 0
+    for mine, theirs, request in zip(cut, free, requests, strict=True):
+        if request.agent == "writer":
+            assert (mine.completion_ids, mine.finish_reason) == (theirs.completion_ids, theirs.finish_reason)
+            continue
+        ids, whole = list(mine.completion_ids or ()), list(theirs.completion_ids or ())
+        assert ids == whole[:3]
+        if len(whole) > 3:
+            shorter += 1
+            assert mine.finish_reason == "length"
+        else:
+            assert mine.finish_reason == theirs.finish_reason
+    assert shorter, "no coder reply ran past its budget"
+    reference = LocalModelPolicy(loaded=loaded, share_prefix=not share, reuse_prompts=False,
+                                 role_max_new_tokens=budgets)
+    assert [r.completion_ids for r in reference.generate(requests, settings)] == [r.completion_ids for r in cut]
+    for bad, error in (({"coder": 0}, ValueError), ({"coder": True}, ValueError), ([("coder", 3)], TypeError)):
+        with pytest.raises(error, match="role_max_new_tokens"):
+            LocalModelPolicy(loaded=loaded, role_max_new_tokens=bad)

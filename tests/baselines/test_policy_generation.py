@@ -97,22 +97,30 @@ def test_local_greedy_records_do_not_depend_on_batching() -> None:
         assert max(one.logprobs) <= 0.0
 
 
-def test_adapter_records_use_each_roles_adapter(tmp_path: Path) -> None:
+def _tiny_team(folder: Path, roles: tuple[str, ...]) -> Path:
+    """A team directory of random-init LoRA adapters (B != 0, so roles differ) on the tiny model, one per role."""
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from llm_marl_baselines.policies.adapters import AdapterTeamPolicy, save_team
+    from llm_marl_baselines.policies.adapters import save_team
 
-    roles = ("concise", "detailed")
     trained = tiny_model(eos_bias=EOS_BIAS)
     torch.manual_seed(1)
     config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     peft_model = get_peft_model(trained.model, config, adapter_name=roles[0])
-    peft_model.add_adapter(roles[1], config)
-    save_team(tmp_path / "team", peft_model, env="writing_v0", roles=roles, base_model="tiny-random-llama")
+    for role in roles[1:]:
+        peft_model.add_adapter(role, config)
+    save_team(folder, peft_model, env="writing_v0", roles=roles, base_model="tiny-random-llama")
+    return folder
 
+
+def test_adapter_records_use_each_roles_adapter(tmp_path: Path) -> None:
+    from llm_marl_baselines.policies.adapters import AdapterTeamPolicy
+
+    roles = ("concise", "detailed")
+    team = _tiny_team(tmp_path / "team", roles)
     base = tiny_model(eos_bias=EOS_BIAS)  # the same random base weights, fresh: the policy injects the adapters into it
-    policy = AdapterTeamPolicy(tmp_path / "team", loaded=base)
+    policy = AdapterTeamPolicy(team, loaded=base)
     records = policy.generate(REQUESTS, SAMPLED)
     for role in roles:
         policy.model.set_adapter(role)
@@ -121,6 +129,51 @@ def test_adapter_records_use_each_roles_adapter(tmp_path: Path) -> None:
             if request.agent == role:
                 check_record(base, request, record, SAMPLED.max_new_tokens)
     assert policy.act(REQUESTS, SAMPLED) == [r.text for r in records]
+
+
+def test_adapter_team_reply_ends_and_budgets_stop_that_roles_replies_and_leave_the_others(tmp_path: Path) -> None:
+    """``AdapterTeamPolicy(reply_ends=..., role_max_new_tokens=...)`` (what ``load_team`` passes on): a role's reply
+    stops at the first match of its pattern (recorded as stopped) or at its own budget (cut by length), as the start
+    of the reply it writes without (same seed); the other role's replies are unchanged. Bad arguments are refused
+    before the team loads."""
+    from llm_marl_baselines.decoding import token_texts
+    from llm_marl_baselines.policies.adapters import AdapterTeamPolicy
+
+    team = _tiny_team(tmp_path / "team", ("concise", "detailed"))
+    base = tiny_model(eos_bias=EOS_BIAS)
+    free = AdapterTeamPolicy(team, loaded=base).generate(REQUESTS, SAMPLED)
+    ends = {"concise": r"(?s)^.{4}"}  # ends a concise reply once it holds four characters
+    cut = AdapterTeamPolicy(team, loaded=tiny_model(eos_bias=EOS_BIAS), reply_ends=ends).generate(REQUESTS, SAMPLED)
+    texts = token_texts(base.tokenizer)
+    shorter = 0
+    for mine, theirs, request in zip(cut, free, REQUESTS, strict=True):
+        if request.agent == "detailed":
+            assert (mine.completion_ids, mine.text, mine.finish_reason) == (theirs.completion_ids, theirs.text,
+                                                                            theirs.finish_reason)
+            continue
+        ids = list(mine.completion_ids or ())
+        assert ids == list(theirs.completion_ids or ())[:len(ids)]
+        if len(ids) < len(theirs.completion_ids or ()):
+            shorter += 1
+            written = "".join(texts(t) for t in ids)
+            assert mine.finish_reason == "stop"
+            assert len(written) >= 4 and len(written) - len(texts(ids[-1])) < 4  # at the first match, not later
+    assert shorter, "no concise reply ran past its end"
+    for bad, error in (({"concise": 3}, TypeError), ({"concise": "("}, ValueError)):
+        with pytest.raises(error, match="reply_ends"):
+            AdapterTeamPolicy(tmp_path / "no-such-team", reply_ends=bad)
+    # A role's own budget cuts its replies in the same way (recorded as cut by length), and only its own.
+    budgeted = AdapterTeamPolicy(team, loaded=tiny_model(eos_bias=EOS_BIAS),
+                                 role_max_new_tokens={"detailed": 2}).generate(REQUESTS, SAMPLED)
+    for mine, theirs, request in zip(budgeted, free, REQUESTS, strict=True):
+        whole = list(theirs.completion_ids or ())
+        if request.agent == "concise":
+            assert mine.completion_ids == theirs.completion_ids
+        else:
+            assert list(mine.completion_ids or ()) == whole[:2]
+            assert mine.finish_reason == ("length" if len(whole) > 2 else theirs.finish_reason)
+    with pytest.raises(ValueError, match="role_max_new_tokens"):
+        AdapterTeamPolicy(tmp_path / "no-such-team", role_max_new_tokens={"concise": 0})
 
 
 def test_rollout_output_is_trl_rollout_func_dict() -> None:
