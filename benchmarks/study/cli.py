@@ -99,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="turn budget of every multi-turn condition (default 4)")
     design.add_argument("--max-new-tokens", type=int, default=None)
     design.add_argument("--role-budgets", action="store_true", default=None,
-                        help="the trained team's replies stop at their own role's token budget (e.g. a coding "
-                             "verifier's 48), not the batch's")
+                        help="every local policy's replies stop at their own role's token budget (e.g. a coding "
+                             "verifier's 48), not the batch's, in every condition")
     design.add_argument("--stop-at-reply-end", action="store_true", default=None,
                         help="every local policy's replies stop where the env stops reading them "
                              "(env.suggested_reply_end: a coder's where its code block closes), in every condition")

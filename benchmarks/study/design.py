@@ -171,10 +171,11 @@ class StudyDesign:
     max_new_tokens: int | None = None
     """New tokens per action; ``None``: each env's budget for its roles (``env.suggested_max_new_tokens()``)."""
     role_budgets: bool = False
-    """The trained team's replies stop at their own role's budget (``env.suggested_max_new_tokens([agent])``, capped
-    at the batch's): a coding verifier's 48 tokens, not the 160 its batch's coders need. False (default): every reply
-    of a batch has the batch's budget, as every committed figure ran. The base model's conditions (untrained, single,
-    base, ...) play one budget per batch either way."""
+    """Every reply of every condition played by local weights (the trained team's and the base model's) stops at its
+    own role's budget (``env.suggested_max_new_tokens([agent])``, capped at the batch's): a coding verifier's 48
+    tokens, not the 160 its batch's coders need. One agent has one role, whose budget is the batch's, so only teams
+    whose roles differ change. False (default): every reply of a batch has the batch's budget, as every committed
+    figure ran."""
     stop_at_reply_end: bool = False
     """Every reply of every condition played by local weights (the trained team's and the base model's) stops where
     its env stops reading it (``env.suggested_reply_end(agent)``: a coding role's reply where its first code block

@@ -185,12 +185,14 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store
     """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
     precision its weights run in (:func:`model_precision`; every log row records it). ``store``: the batch's
     :class:`~llm_marl_baselines.prompt_store.PromptStore` (None: no reuse) for a local model or a team.
-    ``role_budgets``: per agent, the budget a team's replies stop at (the design's ``role_budgets``).
+    ``role_budgets``: per agent, the budget its replies stop at (the design's ``role_budgets``).
     ``reply_ends``: per agent, the pattern at whose first match its replies stop (the design's
-    ``stop_at_reply_end``); local weights only: an endpoint or a scripted policy has no decoding to stop."""
-    if reply_ends and spec.kind != "local" and (team_dir is None or spec.kind == "scripted"):
-        raise ValueError(f"stop_at_reply_end: needs local weights (a local model or a team); the {spec.kind!r} "
-                         f"policy's replies are not decoded here")
+    ``stop_at_reply_end``). Both for local weights only: an endpoint or a scripted policy has no decoding to stop."""
+    decoded_here = spec.kind == "local" or (team_dir is not None and spec.kind != "scripted")
+    for switch, value in (("role_budgets", role_budgets), ("stop_at_reply_end", reply_ends)):
+        if value and not decoded_here:
+            raise ValueError(f"{switch}: needs local weights (a local model or a team); the {spec.kind!r} "
+                             f"policy's replies are not decoded here")
     if team_dir is not None and spec.kind != "scripted":
         key = ("team", team_dir, spec.dtype, spec.generate_rows)
         if key not in _POLICIES:
@@ -225,7 +227,8 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store
         # Records with completion ids (the critical-path metric counts them) and no log-probabilities, like the
         # team's above; the view shares the loaded weights.
         view = LocalModelPolicy(loaded=policy.loaded, batch_size=policy.batch_size, share_prefix=policy.share_prefix,
-                                reuse_prompts=False, prompt_store=store, logprobs=False, reply_ends=reply_ends)
+                                reuse_prompts=False, prompt_store=store, logprobs=False, reply_ends=reply_ends,
+                                role_max_new_tokens=role_budgets)
         return view.as_rollout_policy(settings), model_precision([policy.loaded.model])
     return policy.as_rollout_policy(settings, records=False), dict(NO_PRECISION)
 
@@ -252,7 +255,7 @@ def run_batch(
                                   seed=_stable_seed(first.key))
     store = batch_prompt_store(policy)
     role_budgets = None
-    if design.role_budgets and batch.team_dir is not None:
+    if design.role_budgets:
         role_budgets = {agent: env.suggested_max_new_tokens([agent]) for env in envs for agent in env.possible_agents}
     reply_ends = None
     if design.stop_at_reply_end:

@@ -282,35 +282,46 @@ def _save_coding_team_of_4(tmp_path) -> None:
     (tmp_path / "team" / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict()))
 
 
-def test_role_budgets_stop_each_role_of_the_trained_team_at_its_own_budget(tmp_path, monkeypatch):
-    """``--role-budgets``: the trained team's call gets each role's budget from the env (a coding team of 4: coders
-    160, tester 128, verifier 48; the call caps them at its own, here 64), and its replies get no longer; without it,
-    none. The design records it only when on, so the config hash of every run from before it existed stays the
-    same."""
+def test_role_budgets_stop_each_role_of_every_local_team_at_its_own_budget(tmp_path, monkeypatch):
+    """``--role-budgets``: the trained team's call and the base model's (here the untrained team's) both get each
+    role's budget from the env (a coding team of 4: coders 160, tester 128, verifier 48; the call caps them at its
+    own, here 64), and their replies get no longer; without it, none. A scripted policy, which decodes nothing, is
+    refused with the reason. The design records it only when on, so the config hash of every run from before it
+    existed stays the same."""
+    from llm_marl_baselines.policies import local
     from llm_marl_trainers.generation import TeamModel
 
     _save_coding_team_of_4(tmp_path)
     asked: list = []
-    generate = TeamModel.generate
+    generate, records = TeamModel.generate, local.generate_records
 
-    def spy(self, requests, settings, *args, **kwargs):
-        asked.append((settings.max_new_tokens, kwargs.get("role_max_new_tokens")))
+    def team_spy(self, requests, settings, *args, **kwargs):
+        asked.append(("team", settings.max_new_tokens, kwargs.get("role_max_new_tokens")))
         return generate(self, requests, settings, *args, **kwargs)
 
-    monkeypatch.setattr(TeamModel, "generate", spy)
+    def base_spy(loaded, requests, settings, *args, **kwargs):
+        asked.append(("base", settings.max_new_tokens, kwargs.get("role_max_new_tokens")))
+        return records(loaded, requests, settings, *args, **kwargs)
+
+    monkeypatch.setattr(TeamModel, "generate", team_spy)
+    monkeypatch.setattr(local, "generate_records", base_spy)
+    spec = PolicySpec(kind="local", model=str(tmp_path / "tiny"), dtype="float32")
     tokens = {}
     for on in (False, True):
-        study = design(envs=("coding",), team_sizes=(4,), conditions=("trained",), cell_episodes={4: 1}, tasks=1,
-                       max_turns=1, max_new_tokens=64, role_budgets=on,
+        study = design(envs=("coding",), team_sizes=(4,), conditions=("trained", "untrained"), cell_episodes={4: 1},
+                       tasks=1, max_turns=1, max_new_tokens=64, role_budgets=on,
                        env_kwargs={"coding": {"executor": "local", "scheme": "propose_verify"}})
         assert ("role_budgets" in study.to_dict()) is on
-        (batch,) = make_batches(study.plan(), 8, {("coding", 4): str(tmp_path / "team")}, study)
+        batches = make_batches(study.plan(), 8, {("coding", 4): str(tmp_path / "team")}, study)
         asked.clear()
-        rows = run_batch(batch, study, PolicySpec(kind="local", dtype="float32"))
+        rows = [row for batch in batches for row in run_batch(batch, study, spec)]
         budgets = {"coder_1": 160, "coder_2": 160, "tester": 128, "verifier": 48} if on else None
-        assert asked == [(64, budgets)]
-        tokens[on] = [row["completion_tokens"] for row in rows]
-    assert all(a <= b for a, b in zip(tokens[True], tokens[False], strict=True))
+        assert sorted(asked) == [("base", 64, budgets), ("team", 64, budgets)]
+        tokens[on] = {row["condition"]: row["completion_tokens"] for row in rows}
+    assert set(tokens[True]) == {"trained", "untrained"}
+    assert all(tokens[True][condition] <= tokens[False][condition] for condition in tokens[True])
+    with pytest.raises(ValueError, match="role_budgets: needs local weights"):
+        run_batch(batches[0], study, PolicySpec(kind="scripted"))
 
 
 # ------------------------------------------------------------------------------------------------ reply ends
