@@ -87,3 +87,27 @@ def tiny_model(seed: int = 0, eos_bias: float = 0.0) -> Any:
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return LoadedModel(model=model, tokenizer=tokenizer, source="tiny-random-llama", dtype="float32", device="cpu")
+
+
+def check_replies_cut_at_their_end(cut: Any, free: Any, requests: Any, tokenizer: Any, agent: str,
+                                   chars: int) -> None:
+    """``cut`` (records with ``agent``'s reply end: its first ``chars`` characters) against ``free`` (the same call
+    without): ``agent``'s replies are the start of the free ones, each one cut short stopped at the token where its
+    text first reaches ``chars`` characters, and at least one was cut; every other agent's reply is unchanged."""
+    from llm_marl_baselines.decoding import token_texts
+
+    texts = token_texts(tokenizer)
+    shorter = 0
+    for mine, theirs, request in zip(cut, free, requests, strict=True):
+        if request.agent != agent:
+            assert (mine.completion_ids, mine.text, mine.finish_reason) == (theirs.completion_ids, theirs.text,
+                                                                            theirs.finish_reason)
+            continue
+        ids = list(mine.completion_ids or ())
+        assert ids == list(theirs.completion_ids or ())[:len(ids)]
+        if len(ids) < len(theirs.completion_ids or ()):
+            shorter += 1
+            written = "".join(texts(t) for t in ids)
+            assert mine.finish_reason == "stop"
+            assert len(written) >= chars and len(written) - len(texts(ids[-1])) < chars  # at the first match
+    assert shorter, f"no {agent} reply ran past its end"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from baseline_helpers import tiny_model
+from baseline_helpers import check_replies_cut_at_their_end, tiny_model
 from torch import Tensor
 from transformers import LogitsProcessorList
 
@@ -470,21 +470,7 @@ def test_reply_ends_stop_an_agents_replies_where_its_pattern_first_matches(loade
     free = LocalModelPolicy(loaded=loaded, share_prefix=share, reuse_prompts=False).generate(requests, settings)
     cut = LocalModelPolicy(loaded=loaded, share_prefix=share, reuse_prompts=False,
                            reply_ends=ends).generate(requests, settings)
-    texts = token_texts(loaded.tokenizer)
-    shorter = 0
-    for mine, theirs, request in zip(cut, free, requests, strict=True):
-        if request.agent == "writer":
-            assert (mine.completion_ids, mine.text, mine.finish_reason) == (theirs.completion_ids, theirs.text,
-                                                                            theirs.finish_reason)
-            continue
-        ids = list(mine.completion_ids or ())
-        assert ids == list(theirs.completion_ids or ())[:len(ids)]
-        written = "".join(texts(t) for t in ids)
-        if len(ids) < len(theirs.completion_ids or ()):
-            shorter += 1
-            assert mine.finish_reason == "stop"
-            assert len(written) >= 6 and len(written) - len(texts(ids[-1])) < 6  # at the first match, not later
-    assert shorter, "no reply ran past its end"
+    check_replies_cut_at_their_end(cut, free, requests, loaded.tokenizer, "coder", 6)
     reference = LocalModelPolicy(loaded=loaded, share_prefix=not share, reuse_prompts=False, reply_ends=ends)
     assert [r.completion_ids for r in reference.generate(requests, settings)] == [r.completion_ids for r in cut]
     for bad, error in (({"coder": 3}, TypeError), ({"coder": "("}, ValueError), ([("coder", "x")], TypeError)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from baseline_helpers import tiny_model
+from baseline_helpers import check_replies_cut_at_their_end, tiny_model
 
 from llm_marl_baselines.models import LoadedModel
 from llm_marl_baselines.policies import (
@@ -136,7 +136,6 @@ def test_adapter_team_reply_ends_and_budgets_stop_that_roles_replies_and_leave_t
     stops at the first match of its pattern (recorded as stopped) or at its own budget (cut by length), as the start
     of the reply it writes without (same seed); the other role's replies are unchanged. Bad arguments are refused
     before the team loads."""
-    from llm_marl_baselines.decoding import token_texts
     from llm_marl_baselines.policies.adapters import AdapterTeamPolicy
 
     team = _tiny_team(tmp_path / "team", ("concise", "detailed"))
@@ -144,21 +143,7 @@ def test_adapter_team_reply_ends_and_budgets_stop_that_roles_replies_and_leave_t
     free = AdapterTeamPolicy(team, loaded=base).generate(REQUESTS, SAMPLED)
     ends = {"concise": r"(?s)^.{4}"}  # ends a concise reply once it holds four characters
     cut = AdapterTeamPolicy(team, loaded=tiny_model(eos_bias=EOS_BIAS), reply_ends=ends).generate(REQUESTS, SAMPLED)
-    texts = token_texts(base.tokenizer)
-    shorter = 0
-    for mine, theirs, request in zip(cut, free, REQUESTS, strict=True):
-        if request.agent == "detailed":
-            assert (mine.completion_ids, mine.text, mine.finish_reason) == (theirs.completion_ids, theirs.text,
-                                                                            theirs.finish_reason)
-            continue
-        ids = list(mine.completion_ids or ())
-        assert ids == list(theirs.completion_ids or ())[:len(ids)]
-        if len(ids) < len(theirs.completion_ids or ()):
-            shorter += 1
-            written = "".join(texts(t) for t in ids)
-            assert mine.finish_reason == "stop"
-            assert len(written) >= 4 and len(written) - len(texts(ids[-1])) < 4  # at the first match, not later
-    assert shorter, "no concise reply ran past its end"
+    check_replies_cut_at_their_end(cut, free, REQUESTS, base.tokenizer, "concise", 4)
     for bad, error in (({"concise": 3}, TypeError), ({"concise": "("}, ValueError)):
         with pytest.raises(error, match="reply_ends"):
             AdapterTeamPolicy(tmp_path / "no-such-team", reply_ends=bad)
