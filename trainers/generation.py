@@ -438,7 +438,7 @@ class TeamModel:
         min_new_tokens: int = 0,
         prompt_store: PromptStore | None = None,
         role_max_new_tokens: Mapping[str, int] | None = None,
-        role_reply_ends: Mapping[str, str] | None = None,
+        role_reply_ends: Mapping[str, str | None] | None = None,
     ) -> list[list[Generation]]:
         """``samples_per_request`` records per request, in request order, from one ``generate`` call per base model.
 
@@ -507,7 +507,7 @@ class TeamModel:
     def as_rollout_policy(
         self, settings: GenerationSettings, *, logprobs: bool = True, min_new_tokens: int = 0,
         prompt_store: PromptStore | None = None, role_max_new_tokens: Mapping[str, int] | None = None,
-        role_reply_ends: Mapping[str, str] | None = None,
+        role_reply_ends: Mapping[str, str | None] | None = None,
     ) -> TeamRolloutPolicy:
         """This team as the policy :func:`llm_marl_envs.rollout.run_episodes` / ``rollout_tree`` call: one record
         per :class:`~llm_marl_envs.rollout.ChatRequest` (``rollout_tree``'s G identical requests per agent are G rows
@@ -836,7 +836,7 @@ class TeamRolloutPolicy:
     prompt_store: PromptStore | None = None
     role_max_new_tokens: Mapping[str, int] | None = None
     """Per agent, the budget its replies stop at (:meth:`TeamModel.generate`); None: ``settings.max_new_tokens``."""
-    role_reply_ends: Mapping[str, str] | None = None
+    role_reply_ends: Mapping[str, str | None] | None = None
     """Per agent, the pattern whose first match ends its replies (:meth:`TeamModel.generate`); None: no such end."""
     calls: CallSeeds = dataclasses.field(init=False, repr=False, compare=False)
 

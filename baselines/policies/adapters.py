@@ -215,7 +215,7 @@ class AdapterTeamPolicy(Policy):
         device: str = "auto",
         batch_size: int = DEFAULT_BATCH_SIZE,
         loaded: LoadedModel | None = None,
-        reply_ends: Mapping[str, str] | None = None,
+        reply_ends: Mapping[str, str | None] | None = None,
         role_max_new_tokens: Mapping[str, int] | None = None,
     ) -> None:
         check_reply_ends(reply_ends)

@@ -28,17 +28,22 @@ def reply_prefix(messages: Sequence[Mapping[str, str]]) -> str:
     return str(messages[-1]["content"]) if messages and messages[-1].get("role") == "assistant" else ""
 
 
-def check_reply_ends(reply_ends: Mapping[str, str] | None) -> dict[str, re.Pattern[str]] | None:
+def check_reply_ends(reply_ends: Mapping[str, str | None] | None) -> dict[str, re.Pattern[str]] | None:
     """``reply_ends`` (agent -> regular expression, as an env's ``suggested_reply_end`` gives them) compiled; None
-    stays None. A bad pattern or a value that is not a string is refused here, before any sampling."""
+    stays None, and an agent whose pattern is None has no end (so ``{agent: env.suggested_reply_end(agent) for agent
+    in env.possible_agents}`` may be passed as it is). A bad pattern or a value that is neither a string nor None is
+    refused here, before any sampling."""
     if reply_ends is None:
         return None
     if not isinstance(reply_ends, Mapping):
         raise TypeError(f"reply_ends: expected a mapping of agent to pattern, got {type(reply_ends).__name__}")
     compiled = {}
     for agent, pattern in reply_ends.items():
+        if pattern is None:
+            continue
         if not isinstance(pattern, str) or not pattern:
-            raise TypeError(f"reply_ends[{agent!r}]: expected a non-empty regular expression str, got {pattern!r}")
+            raise TypeError(f"reply_ends[{agent!r}]: expected a non-empty regular expression str or None, "
+                            f"got {pattern!r}")
         try:
             compiled[agent] = re.compile(pattern, re.DOTALL)
         except re.error as error:
@@ -118,7 +123,7 @@ def generate_actions(
     model: Any = None,
     share_prefix: bool = True,
     prompt_store: PromptStore | None = None,
-    reply_ends: Mapping[str, str] | None = None,
+    reply_ends: Mapping[str, str | None] | None = None,
     role_max_new_tokens: Mapping[str, int] | None = None,
 ) -> list[str]:
     """Generate one completion per request with ``model`` (default ``loaded.model``), ``batch_size`` rows at a time.
@@ -142,7 +147,7 @@ def generate_records(
     logprobs: bool = True,
     share_prefix: bool = True,
     prompt_store: PromptStore | None = None,
-    reply_ends: Mapping[str, str] | None = None,
+    reply_ends: Mapping[str, str | None] | None = None,
     role_max_new_tokens: Mapping[str, int] | None = None,
 ) -> list[Generation]:
     """One :class:`Generation` per request: text, prompt ids, completion ids and (``logprobs=True``) per-token
@@ -345,7 +350,7 @@ class LocalModelPolicy(Policy):
         prompt_store_bytes: int = DEFAULT_MAX_BYTES,
         prompt_store: PromptStore | None = None,
         logprobs: bool = True,
-        reply_ends: Mapping[str, str] | None = None,
+        reply_ends: Mapping[str, str | None] | None = None,
         role_max_new_tokens: Mapping[str, int] | None = None,
     ) -> None:
         check_reply_ends(reply_ends)

@@ -181,7 +181,7 @@ def batch_prompt_store(spec: PolicySpec) -> Any:
 
 def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store: Any = None,
                     role_budgets: Mapping[str, int] | None = None,
-                    reply_ends: Mapping[str, str] | None = None) -> tuple[Any, dict[str, str | None]]:
+                    reply_ends: Mapping[str, str | None] | None = None) -> tuple[Any, dict[str, str | None]]:
     """The runner's policy callable for ``spec`` (with ``team_dir``'s adapters when given), for one batch, and the
     precision its weights run in (:func:`model_precision`; every log row records it). ``store``: the batch's
     :class:`~llm_marl_baselines.prompt_store.PromptStore` (None: no reuse) for a local model or a team.

@@ -141,7 +141,8 @@ def test_adapter_team_reply_ends_and_budgets_stop_that_roles_replies_and_leave_t
     team = _tiny_team(tmp_path / "team", ("concise", "detailed"))
     base = tiny_model(eos_bias=EOS_BIAS)
     free = AdapterTeamPolicy(team, loaded=base).generate(REQUESTS, SAMPLED)
-    ends = {"concise": r"(?s)^.{4}"}  # ends a concise reply once it holds four characters
+    # Ends a concise reply once it holds four characters; None: no end (as suggested_reply_end says for such a role).
+    ends = {"concise": r"(?s)^.{4}", "detailed": None}
     cut = AdapterTeamPolicy(team, loaded=tiny_model(eos_bias=EOS_BIAS), reply_ends=ends).generate(REQUESTS, SAMPLED)
     check_replies_cut_at_their_end(cut, free, REQUESTS, base.tokenizer, "concise", 4)
     for bad, error in (({"concise": 3}, TypeError), ({"concise": "("}, ValueError)):
