@@ -173,8 +173,9 @@ class StudyDesign:
     role_budgets: bool = False
     """Every reply of every condition played by local weights (the trained team's and the base model's) stops at its
     own role's budget (``env.suggested_max_new_tokens([agent])``, capped at the batch's): a coding verifier's 48
-    tokens, not the 160 its batch's coders need. One agent has one role, whose budget is the batch's, so only teams
-    whose roles differ change. False (default): every reply of a batch has the batch's budget, as every committed
+    tokens, not the 160 its batch's coders need. One agent's budget is its own cell's, which the batch's is never
+    below, so only teams change, wherever a role's budget is below the batch's (a coding tester or verifier, a
+    writing team's shorter parts). False (default): every reply of a batch has the batch's budget, as every committed
     figure ran."""
     stop_at_reply_end: bool = False
     """Every reply of every condition played by local weights (the trained team's and the base model's) stops where
