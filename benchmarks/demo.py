@@ -59,6 +59,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-new-tokens", type=_positive_int, default=None,
                         help="most tokens the policy may generate per action (default: each env's budget for its "
                              "roles, e.g. 128 for the writing pair, 160 for the coding pair)")
+    parser.add_argument("--stop-at-reply-end", action="store_true",
+                        help="local and adapters policies: each reply stops where the env stops reading it "
+                             "(env.suggested_reply_end: a coder's where its code block closes)")
+    parser.add_argument("--role-budgets", action="store_true",
+                        help="local and adapters policies: each reply stops at its own role's token budget "
+                             "(env.suggested_max_new_tokens([agent]): a coding verifier's 48), not the team's")
     parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (0: greedy)")
     parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling: keep the smallest set of "
                         "tokens whose probabilities add up to this")
@@ -145,6 +151,10 @@ def run(args: argparse.Namespace) -> int:
     # Loading a model takes seconds before the first episode; say so, so the wait is not silent.
     print(f"[demo] loading the {args.policy} policy", flush=True)
     with build_policy(args) as policy:
+        stops_decoding = args.stop_at_reply_end or args.role_budgets
+        if stops_decoding and args.policy not in ("local", "adapters"):
+            raise SystemExit(f"--stop-at-reply-end and --role-budgets need a local or adapters policy; the "
+                             f"{args.policy} policy's replies are not decoded here")
         manifest = getattr(policy, "manifest", None)
         if manifest is not None:  # a trained team plays the env, team size and env arguments it was trained for
             envs = [manifest.env_name]
@@ -153,9 +163,15 @@ def run(args: argparse.Namespace) -> int:
         with EpisodeProgress(len(envs) * len(seeds), turns) as progress:
             for env in envs:
                 env_kwargs = {**team_env_kwargs, **({"executor": args.executor} if env == "coding" else {})}
-                budgets[env] = args.max_new_tokens or _budget(
-                    env, 1 if args.baseline == "single_agent" else num_agents, env_kwargs)
+                probe = _probe(env, 1 if args.baseline == "single_agent" else num_agents, env_kwargs)
+                budgets[env] = args.max_new_tokens or probe.suggested_max_new_tokens()
                 settings = dataclasses.replace(base_settings, max_new_tokens=budgets[env])
+                if stops_decoding:  # this env's roles: the same agent name may end elsewhere in the other env
+                    agents = probe.possible_agents
+                    policy.reply_ends = ({a: probe.suggested_reply_end(a) for a in agents}
+                                         if args.stop_at_reply_end else None)
+                    policy.role_max_new_tokens = ({a: probe.suggested_max_new_tokens([a]) for a in agents}
+                                                  if args.role_budgets else None)
                 progress.begin(env)
                 # The table needs texts only: no generation records, so a local model keeps no logits.
                 results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,
@@ -171,10 +187,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _budget(env: str, num_agents: int, env_kwargs: dict[str, Any]) -> int:
-    """The env's new-token budget for a team of ``num_agents`` (its roles' needs; nothing is loaded)."""
-    probe = make_env(env, num_agents=num_agents, **{**env_kwargs, "similarity": "tfidf"})
-    return probe.suggested_max_new_tokens()
+def _probe(env: str, num_agents: int, env_kwargs: dict[str, Any]) -> Any:
+    """The env for a team of ``num_agents``, made only to ask it its roles' token budgets and reply ends (nothing
+    is loaded: TF-IDF similarity)."""
+    return make_env(env, num_agents=num_agents, **{**env_kwargs, "similarity": "tfidf"})
 
 
 def print_summary(results: list[EpisodeResult], title: str) -> None:

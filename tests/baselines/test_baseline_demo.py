@@ -132,3 +132,39 @@ def test_default_model_demo_short_run(tmp_path: Path, capsys: pytest.CaptureFixt
     (episode,) = json.loads(report.read_text())["episodes"]
     assert episode["agents"] == ["concise", "detailed"] and 1 <= episode["turns"] <= 2
     assert any(draft.strip() for draft in episode["drafts"].values())
+
+
+def test_the_demo_stops_replies_at_each_envs_reply_ends_and_role_budgets(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--stop-at-reply-end`` and ``--role-budgets`` give the local policy each env's own reply ends and role
+    budgets while that env plays (a coder's code block, none for a writer; writing's 48 and 96), and nothing without
+    them; a policy that decodes nothing here is refused with the reason."""
+    from baseline_helpers import tiny_model
+
+    from llm_marl_baselines.policies import local
+    from llm_marl_envs.envs.coding.prompts import CODE_BLOCK_CLOSED
+
+    loaded = tiny_model()
+    loaded.model.save_pretrained(tmp_path / "tiny")
+    loaded.tokenizer.save_pretrained(tmp_path / "tiny")
+    asked: list = []
+    records = local.generate_records
+
+    def spy(*args, **kwargs):
+        asked.append((kwargs.get("reply_ends"), kwargs.get("role_max_new_tokens")))
+        return records(*args, **kwargs)
+
+    monkeypatch.setattr(local, "generate_records", spy)
+    common = ["--model", str(tmp_path / "tiny"), "--dtype", "float32", "--episodes", "1", "--max-turns", "1",
+              "--max-new-tokens", "8", "--executor", "local"]
+    assert run_demo([*common, "--stop-at-reply-end", "--role-budgets"]) == 0
+    coders = ("coder_1", "coder_2")
+    assert sorted(asked, key=str) == sorted([
+        ({"concise": None, "detailed": None}, {"concise": 48, "detailed": 96}),
+        (dict.fromkeys(coders, CODE_BLOCK_CLOSED), dict.fromkeys(coders, 160)),
+    ], key=str)
+    asked.clear()
+    assert run_demo([*common, "--env", "coding"]) == 0
+    assert asked == [(None, None)]
+    with pytest.raises(SystemExit, match="need a local or adapters policy; the scripted policy"):
+        run_demo(["--policy", "scripted", "--stop-at-reply-end"])
