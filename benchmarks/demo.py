@@ -140,6 +140,10 @@ def _resolve_adapters(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the demo episodes, print the summary and optionally write JSON; returns the exit status."""
     _resolve_adapters(args)
+    stops_decoding = args.stop_at_reply_end or args.role_budgets
+    if stops_decoding and args.policy not in ("local", "adapters"):  # before any model loads
+        raise SystemExit(f"--stop-at-reply-end and --role-budgets need a local or adapters policy; the "
+                         f"{args.policy} policy's replies are not decoded here")
     base_settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p,
                                        max_new_tokens=args.max_new_tokens or 1, seed=args.seed)
     envs = list(ENV_NAMES) if args.env == "both" else [args.env]
@@ -151,10 +155,6 @@ def run(args: argparse.Namespace) -> int:
     # Loading a model takes seconds before the first episode; say so, so the wait is not silent.
     print(f"[demo] loading the {args.policy} policy", flush=True)
     with build_policy(args) as policy:
-        stops_decoding = args.stop_at_reply_end or args.role_budgets
-        if stops_decoding and args.policy not in ("local", "adapters"):
-            raise SystemExit(f"--stop-at-reply-end and --role-budgets need a local or adapters policy; the "
-                             f"{args.policy} policy's replies are not decoded here")
         manifest = getattr(policy, "manifest", None)
         if manifest is not None:  # a trained team plays the env, team size and env arguments it was trained for
             envs = [manifest.env_name]
