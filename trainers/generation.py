@@ -62,6 +62,7 @@ from llm_marl_baselines.policies.local import (
     completion_text,
     cut_rows,
     encode_prompts,
+    end_rows,
     render_chat,
     reply_end_tests,
     reply_prefix,
@@ -604,14 +605,7 @@ class TeamModel:
         new_tokens = output.sequences[:, input_ids.shape[1]:]
         token_logprobs = recorder.finish(new_tokens).tolist() if recorder is not None else None
         tokenizer = group.loaded.tokenizer
-        rows = new_tokens.tolist()
-        if limits is not None:
-            rows = [tokens[:limit] for tokens, limit in zip(rows, limits, strict=True)]
-        ends = [next((i for i, token in enumerate(tokens) if token in group.stop_ids), None) for tokens in rows]
-        rows = [tokens if end is None else tokens[:end + 1] for tokens, end in zip(rows, ends, strict=True)]
-        if token_logprobs is not None:
-            token_logprobs = [values[:len(tokens)] for values, tokens in zip(token_logprobs, rows, strict=True)]
-        stopped = [end is not None for end in ends]
+        rows, token_logprobs, stopped = end_rows(new_tokens.tolist(), token_logprobs, group.stop_ids, limits)
         if stops is not None:  # each row through the token where its stop test first holds
             rows, token_logprobs, stopped = cut_rows(stops, rows, token_logprobs, stopped)
         return [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from llm_marl_baselines.decoding import RowStop, RowTextStops, TopKSampler, sample_rows, token_texts
@@ -272,18 +272,21 @@ def _generate_with_hf(loaded: LoadedModel, model: Any, encoded: list[list[int]],
                 torch.log_softmax(step.float(), dim=-1).gather(-1, new_tokens[:, t:t + 1]).squeeze(-1)
                 for t, step in enumerate(output.logits)
             ], dim=1).tolist()
-    stop_set = set(stop_ids)
-    tokens, kept, stopped = [], [], []
-    for row, generated in enumerate(new_tokens.tolist()):
-        if limits is not None:
-            generated = generated[:limits[row]]
-        end = next((i for i, token in enumerate(generated) if token in stop_set), None)
-        length = len(generated) if end is None else end + 1
-        tokens.append(generated[:length])
-        stopped.append(end is not None)
-        if step_logprobs is not None:
-            kept.append(step_logprobs[row][:length])
-    return tokens, kept if logprobs else None, stopped
+    return end_rows(new_tokens.tolist(), step_logprobs, set(stop_ids), limits)
+
+
+def end_rows(rows: list[list[int]], token_logprobs: list[list[float]] | None, stop_ids: Collection[int],
+             limits: list[int] | None = None) -> tuple[list[list[int]], list[list[float]] | None, list[bool]]:
+    """Rows ``generate`` wrote to the call's budget, each cut at its own budget in ``limits`` and then after its
+    first stop id (kept, and the row marked stopped), with its log-probabilities cut alike: where
+    :func:`~llm_marl_baselines.decoding.sample_rows` ends the same rows."""
+    if limits is not None:
+        rows = [tokens[:limit] for tokens, limit in zip(rows, limits, strict=True)]
+    ends = [next((i for i, token in enumerate(tokens) if token in stop_ids), None) for tokens in rows]
+    rows = [tokens if end is None else tokens[:end + 1] for tokens, end in zip(rows, ends, strict=True)]
+    if token_logprobs is not None:
+        token_logprobs = [values[:len(tokens)] for values, tokens in zip(token_logprobs, rows, strict=True)]
+    return rows, token_logprobs, [end is not None for end in ends]
 
 
 def cut_rows(row_stops: RowTextStops, tokens: list[list[int]], token_logprobs: list[list[float]] | None,
