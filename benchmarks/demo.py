@@ -59,9 +59,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-new-tokens", type=_positive_int, default=None,
                         help="most tokens the policy may generate per action (default: each env's budget for its "
                              "roles, e.g. 128 for the writing pair, 160 for the coding pair)")
-    parser.add_argument("--stop-at-reply-end", action="store_true",
+    parser.add_argument("--stop-at-reply-end", action=argparse.BooleanOptionalAction, default=None,
                         help="local and adapters policies: each reply stops where the env stops reading it "
-                             "(env.suggested_reply_end: a coder's where its code block closes)")
+                             "(env.suggested_reply_end: a coder's where its code block closes). Default: on for "
+                             "them, as in the study; the flag refuses a policy that decodes nothing here")
     parser.add_argument("--role-budgets", action="store_true",
                         help="local and adapters policies: each reply stops at its own role's token budget "
                              "(env.suggested_max_new_tokens([agent]): a coding verifier's 48), not the team's")
@@ -140,10 +141,13 @@ def _resolve_adapters(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the demo episodes, print the summary and optionally write JSON; returns the exit status."""
     _resolve_adapters(args)
-    stops_decoding = args.stop_at_reply_end or args.role_budgets
-    if stops_decoding and args.policy not in ("local", "adapters"):  # before any model loads
+    decoded_here = args.policy in ("local", "adapters")
+    if (args.stop_at_reply_end or args.role_budgets) and not decoded_here:  # before any model loads
         raise SystemExit(f"--stop-at-reply-end and --role-budgets need a local or adapters policy; the "
                          f"{args.policy} policy's replies are not decoded here")
+    # The default (None) stops at reply ends wherever replies are decoded here, as the study does.
+    stop_at_reply_end = args.stop_at_reply_end if args.stop_at_reply_end is not None else decoded_here
+    stops_decoding = stop_at_reply_end or args.role_budgets
     base_settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p,
                                        max_new_tokens=args.max_new_tokens or 1, seed=args.seed)
     envs = list(ENV_NAMES) if args.env == "both" else [args.env]
@@ -169,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 if stops_decoding:  # this env's roles: the same agent name may end elsewhere in the other env
                     agents = probe.possible_agents
                     policy.reply_ends = ({a: probe.suggested_reply_end(a) for a in agents}
-                                         if args.stop_at_reply_end else None)
+                                         if stop_at_reply_end else None)
                     policy.role_max_new_tokens = ({a: probe.suggested_max_new_tokens([a]) for a in agents}
                                                   if args.role_budgets else None)
                 progress.begin(env)

@@ -101,9 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--role-budgets", action="store_true", default=None,
                         help="every local policy's replies stop at their own role's token budget (e.g. a coding "
                              "verifier's 48), not the batch's, in every condition")
-    design.add_argument("--stop-at-reply-end", action="store_true", default=None,
+    design.add_argument("--stop-at-reply-end", action=argparse.BooleanOptionalAction, default=None,
                         help="every local policy's replies stop where the env stops reading them "
-                             "(env.suggested_reply_end: a coder's where its code block closes), in every condition")
+                             "(env.suggested_reply_end: a coder's where its code block closes), in every condition. "
+                             "Default: on wherever replies are decoded here (since 2026-12-06); the flag refuses a "
+                             "scripted or endpoint policy; --no-stop-at-reply-end plays as every coding figure "
+                             "committed before then")
     design.add_argument("--temperature", type=float, default=None)
     design.add_argument("--top-p", type=float, default=None)
     design.add_argument("--similarity", choices=("auto", "minilm", "tfidf"), default=None,

@@ -179,6 +179,12 @@ def batch_prompt_store(spec: PolicySpec) -> Any:
     return PromptStore(PROMPT_STORE_BYTES) if spec.reuse_prompts else None
 
 
+def decodes_here(spec: PolicySpec, team_dir: str | None) -> bool:
+    """Whether a batch's replies are decoded by local weights in this process (a local model, or a team's adapters
+    on its base model), so that decoding switches can stop them; a scripted or endpoint policy's are not."""
+    return spec.kind == "local" or (team_dir is not None and spec.kind != "scripted")
+
+
 def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store: Any = None,
                     role_budgets: Mapping[str, int] | None = None,
                     reply_ends: Mapping[str, str | None] | None = None) -> tuple[Any, dict[str, str | None]]:
@@ -188,7 +194,7 @@ def _rollout_policy(spec: PolicySpec, team_dir: str | None, settings: Any, store
     ``role_budgets``: per agent, the budget its replies stop at (the design's ``role_budgets``).
     ``reply_ends``: per agent, the pattern at whose first match its replies stop (the design's
     ``stop_at_reply_end``). Both for local weights only: an endpoint or a scripted policy has no decoding to stop."""
-    decoded_here = spec.kind == "local" or (team_dir is not None and spec.kind != "scripted")
+    decoded_here = decodes_here(spec, team_dir)
     for switch, value in (("role_budgets", role_budgets), ("stop_at_reply_end", reply_ends)):
         if value and not decoded_here:
             raise ValueError(f"{switch}: needs local weights (a local model or a team); the {spec.kind!r} "
@@ -258,10 +264,17 @@ def run_batch(
     if design.role_budgets:
         role_budgets = {agent: env.suggested_max_new_tokens([agent]) for env in envs for agent in env.possible_agents}
     reply_ends = None
-    if design.stop_at_reply_end:
+    # None, the default, stops wherever this process decodes; True asks for it outright (refused below otherwise).
+    if design.stop_at_reply_end or (design.stop_at_reply_end is None and decodes_here(policy, batch.team_dir)):
         reply_ends = {agent: end for env in envs for agent in env.possible_agents
                       if (end := env.suggested_reply_end(agent)) is not None}
     model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store, role_budgets, reply_ends)
+    # What each row records: the stops its decoding applied (None: nothing was decoded here to stop). An env whose
+    # roles have no reply end (writing) had none to apply.
+    decoding = [{"stop_at_reply_end": reply_ends is not None
+                 and any(env.suggested_reply_end(agent) is not None for agent in env.possible_agents),
+                 "role_budgets": role_budgets is not None}
+                if decodes_here(policy, batch.team_dir) else None for env in envs]
     best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
     # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick;
     # each candidate's held-out tests are counted for the log (after the choice, which they cannot change).
@@ -286,7 +299,8 @@ def run_batch(
             PROMPT_TOKENS["prefilled"] += store.prefilled_tokens
     worker = f"{os.uname().nodename}:{os.getpid()}"
     return [
-        episode_row(planned, trajectory, design, ended.get(i, time.perf_counter()) - start, worker, precision)
+        episode_row(planned, trajectory, design, ended.get(i, time.perf_counter()) - start, worker, precision,
+                    decoding[i])
         for i, (planned, trajectory) in enumerate(zip(batch.episodes, trajectories, strict=True))
     ]
 
@@ -334,13 +348,18 @@ class _TurnCounter:
 
 def episode_row(
     planned: PlannedEpisode, trajectory: Any, design: StudyDesign, wall_time_s: float, worker: str = "",
-    precision: Mapping[str, str | None] | None = None,
+    precision: Mapping[str, str | None] | None = None, decoding: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
     """The log row of one episode: what the report reads, plus the texts (final drafts) for inspection.
 
     ``dtype`` and ``device``: the precision the policy's weights ran in (``precision``, from
     :func:`model_precision`; ``None`` for a policy without local weights). A published figure can hold in one
     precision and not in another (sampling differs), so every row says which it was played in.
+
+    ``stop_at_reply_end`` and ``role_budgets``: whether the decoding stopped each reply at its env's reply end and at
+    its role's budget (``decoding``, from the design and the policy; ``None`` where nothing was decoded here, or in
+    a log from before rows recorded them, when both were off by default). The same team writes less with them on,
+    so a critical-path or token figure says which it was played under.
 
     ``candidates_per_turn``: the candidates the agent sampled a turn (1 but for ``single_best_of_n``), and for a
     best-of-n episode ``selections``: per turn, the visible tests each candidate passed, the one sent, and (logged
@@ -438,6 +457,8 @@ def episode_row(
         "turn_digests": turn_digests(trajectory.steps),
         "dtype": (precision or NO_PRECISION).get("dtype"),
         "device": (precision or NO_PRECISION).get("device"),
+        "stop_at_reply_end": (decoding or {}).get("stop_at_reply_end"),
+        "role_budgets": (decoding or {}).get("role_budgets"),
     }
 
 

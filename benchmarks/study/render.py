@@ -46,10 +46,12 @@ from llm_marl_benchmarks.study.report import (
     clean_rows,
     compare_conditions,
     conditions_of,
+    decoding_stops,
     envs_of,
     headline,
     in_order,
     is_few,
+    mixed_decoding,
     mixed_dtypes,
     precisions,
     read_episodes,
@@ -164,6 +166,7 @@ def print_headline(rows: Sequence[Mapping[str, Any]]) -> None:
     print(format_headline(headline(rows)), flush=True)
     print(f"\nPolicies ran in: {_precision_text(rows)}."
           + (" Warning: the figures pool several precisions." if mixed_dtypes(rows) else ""), flush=True)
+    print(f"Replies: {_decoding_text(rows)}.", flush=True)
 
 
 def format_three_way(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -604,6 +607,23 @@ def _precision_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts)
 
 
+def _decoding_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``stopped at their env's reply end: 64 episodes (trained 16, ...); ...`` for each record of
+    :func:`decoding_stops`."""
+    parts = []
+    for record in decoding_stops(rows):
+        if record["stop_at_reply_end"] is None:
+            how = ("stops not recorded (nothing decoded here, or a log from before rows recorded them, when replies "
+                   "ran to a stop token or the budget)")
+        else:
+            stops = [what for what, on in (("their env's reply end", record["stop_at_reply_end"]),
+                                           ("their role's budget", record["role_budgets"])) if on]
+            how = ("stopped at " + " and ".join(stops)) if stops else "run to a stop token or the budget"
+        by_condition = ", ".join(f"{c} {n}" for c, n in record["conditions"].items())
+        parts.append(f"{how}: {record['episodes']} episodes ({by_condition})")
+    return "; ".join(parts)
+
+
 def write_report(out_dir: Path, log: LogContents) -> Path:
     """Write every report file for ``log`` into ``out_dir``; return the path of ``report.md``."""
     rows = log.rows
@@ -661,6 +681,11 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
             "**The log mixes policies run in different precisions (" + _precision_text(rows) + "): figures pool "
             "episodes sampled differently; compare within one precision.**"
         )
+    if mixed_decoding(rows):
+        warnings_md.append(
+            f"**The log mixes replies decoded under different stops in {', '.join(mixed_decoding(rows))} ("
+            + _decoding_text(rows) + "): token and critical-path figures pool episodes written differently.**"
+        )
     if REFERENCE not in conditions_of(rows):
         warnings_md.append(f"**No `{REFERENCE}` episodes in the log: no comparison with a trained team.**")
     else:
@@ -677,6 +702,8 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
         + (f" {'; '.join(dropped)}." if dropped else ""),
         "",
         f"Policies ran in: {_precision_text(rows)}.",
+        "",
+        f"Replies: {_decoding_text(rows)}.",
         *(["", *warnings_md] if warnings_md else []),
         "",
         f"## Headline: {_headline_title(rows)} (mean [95 % CI]; differences [95 % CI], p)",
@@ -766,7 +793,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json is not None:
         effects = [r for r in compare_conditions(log.rows) if r["team_size"] == POOLED]
         write_figures_json(args.json, {**head, "effects": effects, "three_way": _three_way_json(log.rows),
-                                       "turns": turn_distribution(log.rows), "precision": precisions(log.rows)},
+                                       "turns": turn_distribution(log.rows), "precision": precisions(log.rows),
+                                       "decoding": decoding_stops(log.rows)},
                            default=str)
     skipped = f" ({log.malformed} malformed line(s) skipped)" if log.malformed else ""
     print(f"\nreport: {path}{skipped}")

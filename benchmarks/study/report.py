@@ -40,10 +40,12 @@ __all__ = [
     "compare_conditions",
     "compare_pair",
     "conditions_of",
+    "decoding_stops",
     "envs_of",
     "headline",
     "in_order",
     "is_few",
+    "mixed_decoding",
     "mixed_dtypes",
     "precisions",
     "read_episodes",
@@ -639,6 +641,37 @@ def precisions(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "conditions": {c: by_condition[c] for c in in_order(by_condition, CONDITION_ORDER)}}
                for (dtype, device), by_condition in counts.items()]
     return sorted(records, key=lambda r: (-r["episodes"], str(r["dtype"]), str(r["device"])))
+
+
+def decoding_stops(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The stops the decoding applied (the rows' ``stop_at_reply_end`` and ``role_budgets``), most episodes first:
+    one record per distinct pair, ``{"stop_at_reply_end", "role_budgets", "episodes", "conditions": {condition:
+    episodes}}``. ``None`` where a row does not say (nothing decoded here, or a log from before rows recorded them,
+    when both were off by default). A team writes less with a stop on, so token figures differ between them."""
+    counts: dict[tuple[bool | None, bool | None], dict[str, int]] = {}
+    for row in rows:
+        key = (_bool_or_none(row.get("stop_at_reply_end")), _bool_or_none(row.get("role_budgets")))
+        by_condition = counts.setdefault(key, {})
+        by_condition[row["condition"]] = by_condition.get(row["condition"], 0) + 1
+    records = [{"stop_at_reply_end": end, "role_budgets": budgets, "episodes": sum(by_condition.values()),
+                "conditions": {c: by_condition[c] for c in in_order(by_condition, CONDITION_ORDER)}}
+               for (end, budgets), by_condition in counts.items()]
+    return sorted(records, key=lambda r: (-r["episodes"], str(r["stop_at_reply_end"]), str(r["role_budgets"])))
+
+
+def mixed_decoding(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The envs in whose rows the decoding stops differ (a row that does not say counts as one more kind when others
+    do): their figures pool episodes written under different stops. Across envs they may differ by design (writing
+    has no reply end to stop at)."""
+    kinds: dict[str, set[tuple[bool | None, bool | None]]] = {}
+    for row in rows:
+        kinds.setdefault(str(row["env"]), set()).add((_bool_or_none(row.get("stop_at_reply_end")),
+                                                      _bool_or_none(row.get("role_budgets"))))
+    return sorted(env for env, seen in kinds.items() if len(seen) > 1)
+
+
+def _bool_or_none(value: object) -> bool | None:
+    return None if value is None else bool(value)
 
 
 def mixed_dtypes(rows: Sequence[Mapping[str, Any]]) -> bool:

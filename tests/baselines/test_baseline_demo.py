@@ -137,8 +137,9 @@ def test_default_model_demo_short_run(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_the_demo_stops_replies_at_each_envs_reply_ends_and_role_budgets(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``--stop-at-reply-end`` and ``--role-budgets`` give the local policy each env's own reply ends and role
-    budgets while that env plays (a coder's code block, none for a writer; writing's 48 and 96), and nothing without
-    them; a policy that decodes nothing here is refused with the reason."""
+    budgets while that env plays (a coder's code block, none for a writer; writing's 48 and 96). The reply ends are
+    the default, as in the study; ``--no-stop-at-reply-end`` gives none. A policy that decodes nothing here plays
+    without them by default and is refused with the reason when they are asked for."""
     from baseline_helpers import tiny_model
 
     from llm_marl_baselines.policies import local
@@ -165,6 +166,9 @@ def test_the_demo_stops_replies_at_each_envs_reply_ends_and_role_budgets(tmp_pat
     ], key=str)
     asked.clear()
     assert run_demo([*common, "--env", "coding"]) == 0
+    assert asked == [(dict.fromkeys(coders, CODE_BLOCK_CLOSED), None)]
+    asked.clear()
+    assert run_demo([*common, "--env", "coding", "--no-stop-at-reply-end"]) == 0
     assert asked == [(None, None)]
     with pytest.raises(SystemExit, match="need a local or adapters policy; the scripted policy"):
         run_demo(["--policy", "scripted", "--stop-at-reply-end"])

@@ -326,9 +326,11 @@ def test_role_budgets_stop_each_role_of_every_local_team_at_its_own_budget(tmp_p
 
 # ------------------------------------------------------------------------------------------------ reply ends
 def test_stop_at_reply_end_gives_every_local_policy_its_envs_reply_ends(tmp_path, monkeypatch):
-    """``--stop-at-reply-end``: the trained team's call and the base model's (here one agent's) both get the env's
-    reply ends (every code role's "the code block has closed"; none for the verifier); without it, none. A scripted
-    policy, which decodes nothing, is refused with the reason. The design records the switch only when on."""
+    """By default, and with ``--stop-at-reply-end``, the trained team's call and the base model's (here one agent's)
+    both get the env's reply ends (every code role's "the code block has closed"; none for the verifier); with
+    ``--no-stop-at-reply-end``, none. Each row records which. A scripted policy, which decodes nothing, plays as it
+    is by default and is refused with the reason when the stop is asked for. The design records the switch unless
+    it is off, as every run from before the default did."""
     from llm_marl_baselines.policies import local
     from llm_marl_envs.envs.coding.prompts import CODE_BLOCK_CLOSED
     from llm_marl_trainers.generation import TeamModel
@@ -348,19 +350,25 @@ def test_stop_at_reply_end_gives_every_local_policy_its_envs_reply_ends(tmp_path
     monkeypatch.setattr(TeamModel, "generate", team_spy)
     monkeypatch.setattr(local, "generate_records", base_spy)
     spec = PolicySpec(kind="local", model=str(tmp_path / "tiny"), dtype="float32")
-    for on in (False, True):
+    coders = {"coder_1": CODE_BLOCK_CLOSED, "coder_2": CODE_BLOCK_CLOSED, "tester": CODE_BLOCK_CLOSED}
+    for switch in (False, None, True):
         study = design(envs=("coding",), team_sizes=(4,), conditions=("trained", "single"), cell_episodes={4: 1},
-                       tasks=1, max_turns=1, max_new_tokens=16, stop_at_reply_end=on,
+                       tasks=1, max_turns=1, max_new_tokens=16, stop_at_reply_end=switch,
                        env_kwargs={"coding": {"executor": "local", "scheme": "propose_verify"}})
+        on = switch is not False
         assert ("stop_at_reply_end" in study.to_dict()) is on
         batches = make_batches(study.plan(), 8, {("coding", 4): str(tmp_path / "team")}, study)
         asked.clear()
-        for batch in batches:
-            run_batch(batch, study, spec)
-        coders = {"coder_1": CODE_BLOCK_CLOSED, "coder_2": CODE_BLOCK_CLOSED, "tester": CODE_BLOCK_CLOSED}
+        rows = [row for batch in batches for row in run_batch(batch, study, spec)]
         assert sorted(asked, key=lambda a: a[0]) == ([("base", {"solo": CODE_BLOCK_CLOSED}), ("team", coders)] if on
                                                      else [("base", None), ("team", None)])
+        assert sorted((r["condition"], r["stop_at_reply_end"], r["role_budgets"]) for r in rows) == [
+            ("single", on, False), ("trained", on, False)]
+    scripted = design(envs=("coding",), team_sizes=(2,), conditions=("single",), cell_episodes={2: 1}, tasks=1,
+                      max_turns=1, env_kwargs={"coding": {"executor": "local"}})
+    (row,) = run_batch(make_batches(scripted.plan(), 8, {}, scripted)[0], scripted, PolicySpec(kind="scripted"))
+    assert (row["stop_at_reply_end"], row["role_budgets"]) == (None, None)
     with pytest.raises(ValueError, match="stop_at_reply_end: needs local weights"):
         run_batch(batches[0], study, PolicySpec(kind="scripted"))
-    with pytest.raises(TypeError, match="stop_at_reply_end: expected True or False"):
+    with pytest.raises(TypeError, match="stop_at_reply_end: expected True, False or None"):
         design(stop_at_reply_end="yes")

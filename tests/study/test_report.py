@@ -471,6 +471,44 @@ def test_the_precision_the_policies_ran_in_is_shown_and_pooling_two_dtypes_warns
     assert report.mixed_dtypes([*old[:n], *rows[n:]]) and not report.mixed_dtypes(old)
 
 
+def test_the_stops_the_decoding_applied_are_shown_and_pooling_two_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each row's ``stop_at_reply_end`` and ``role_budgets`` reach report.md, the printed headline and the JSON; an
+    env whose rows were decoded under different stops is flagged (a team writes less with a stop on, so its token
+    figures differ), while rows that differ only across envs are not (writing has no reply end to stop at)."""
+    coding = [{**r, "stop_at_reply_end": True, "role_budgets": False} for r in synthetic_rows()
+              if r["env"] == "coding"]
+    writing = [{**r, "stop_at_reply_end": False, "role_budgets": False} for r in synthetic_rows()
+               if r["env"] == "writing"][:-3]
+    n, m = len(coding) // 3, len(writing)
+    md = render.build_report(tmp_path / "one", rows=[*coding, *writing]).read_text(encoding="utf-8")
+    assert (f"Replies: stopped at their env's reply end: {3 * n} episodes (trained {n}, untrained {n}, single {n}); "
+            f"run to a stop token or the budget: {m} episodes") in md
+    assert "decoded under different stops" not in md
+    assert report.decoding_stops(coding) == [{"stop_at_reply_end": True, "role_budgets": False, "episodes": 3 * n,
+                                              "conditions": {"trained": n, "untrained": n, "single": n}}]
+    # The trained coding team with both stops, the other coding conditions with none: two kinds pooled in coding.
+    mixed = [{**r, "role_budgets": True} if r["condition"] == "trained" else {**r, "stop_at_reply_end": False}
+             for r in coding]
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*mixed, *writing]), encoding="utf-8")
+    assert render.main([str(two), "--json", str(two / "head.json")]) == 0
+    md = (two / "report.md").read_text(encoding="utf-8")
+    assert "**The log mixes replies decoded under different stops in coding (" in md
+    assert f"stopped at their env's reply end and their role's budget: {n} episodes (trained {n})" in md
+    assert "Replies: run to a stop token or the budget" in capsys.readouterr().out
+    head = json.loads((two / "head.json").read_text(encoding="utf-8"))
+    assert sorted((d["stop_at_reply_end"], d["role_budgets"], d["episodes"]) for d in head["decoding"]) == [
+        (False, False, 2 * n + m), (True, True, n)]
+    # Rows from before rows recorded them (or a scripted policy) say so; beside recorded rows they are one more kind.
+    old = [{k: v for k, v in r.items() if k not in ("stop_at_reply_end", "role_budgets")} for r in coding]
+    md = render.build_report(tmp_path / "old", rows=old).read_text(encoding="utf-8")
+    assert "Replies: stops not recorded (nothing decoded here, or a log from before" in md
+    assert report.mixed_decoding([*old[:n], *coding[n:]]) == ["coding"] and not report.mixed_decoding(old)
+
+
 def test_main_rebuilds_and_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
     assert render.main([str(missing)]) == 2

@@ -102,18 +102,26 @@ def test_pairs_set_episodes_per_cell_by_team_size():
     assert design.cell_episodes is None and design.episodes == 60
 
 
-@pytest.mark.parametrize(("flag", "field"), [("--role-budgets", "role_budgets"),
-                                             ("--stop-at-reply-end", "stop_at_reply_end")])
-def test_decoding_switches_are_off_unless_asked_and_change_the_config_only_when_on(flag: str, field: str):
+def test_decoding_switches_default_and_flags_each_change_the_config():
+    """``--role-budgets`` is off unless asked; ``--stop-at-reply-end`` is on by default wherever replies are decoded
+    here (None), asked for outright with the flag (True) and off with ``--no-stop-at-reply-end`` (False, as every
+    run from before the default played; such a design hashes as those runs' did, without the key)."""
     from llm_marl_benchmarks.study.design import config_hash
 
-    off, _ = design_from_args(build_parser().parse_args(["--preset", "results"]))
-    on, _ = design_from_args(build_parser().parse_args(["--preset", "results", flag]))
-    assert (getattr(off, field), getattr(on, field)) == (False, True)
-    assert field not in off.to_dict() and on.to_dict()[field] is True
-    assert config_hash(off.to_dict()) != config_hash(on.to_dict())
-    with pytest.raises(TypeError, match=f"{field}: expected True or False"):
-        dataclasses.replace(off, **{field: "yes"})
+    def parsed(*flags: str):
+        return design_from_args(build_parser().parse_args(["--preset", "results", *flags]))[0]
+
+    default, budgets = parsed(), parsed("--role-budgets")
+    asked, off = parsed("--stop-at-reply-end"), parsed("--no-stop-at-reply-end")
+    assert (default.role_budgets, budgets.role_budgets) == (False, True)
+    assert (default.stop_at_reply_end, asked.stop_at_reply_end, off.stop_at_reply_end) == (None, True, False)
+    assert "role_budgets" not in default.to_dict() and budgets.to_dict()["role_budgets"] is True
+    assert default.to_dict()["stop_at_reply_end"] is None and "stop_at_reply_end" not in off.to_dict()
+    assert len({config_hash(d.to_dict()) for d in (default, budgets, asked, off)}) == 4
+    with pytest.raises(TypeError, match="role_budgets: expected True or False"):
+        dataclasses.replace(default, role_budgets="yes")
+    with pytest.raises(TypeError, match="stop_at_reply_end: expected True, False or None"):
+        dataclasses.replace(default, stop_at_reply_end="yes")
 
 
 def test_single_best_of_n_runs_from_the_command_line_in_coding_only(tmp_path, capsys):
