@@ -176,6 +176,14 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
         values.pop("cell_episodes", None)
     if args.pairs is not None:
         values["cell_episodes"] = parse_pairs(args.pairs, values.get("team_sizes", StudyDesign.team_sizes))
+    elif args.sizes is not None and values.get("cell_episodes") is not None:
+        # The preset's pairs per size, for the sizes asked (--preset results --sizes 2 4: 40 and 24).
+        preset_counts = values["cell_episodes"]
+        unset = [size for size in args.sizes if size not in preset_counts]
+        if unset:
+            raise ValueError(f"--sizes: the {args.preset} preset sets pairs for sizes {sorted(preset_counts)}, not "
+                             f"{unset}; give --pairs (e.g. --pairs 24)")
+        values["cell_episodes"] = {size: preset_counts[size] for size in args.sizes}
     env_kwargs: dict[str, dict[str, Any]] = {env: dict(kw) for env, kw in values.get("env_kwargs", {}).items()}
     if args.executor is not None:
         env_kwargs.setdefault("coding", {})["executor"] = args.executor

@@ -100,6 +100,11 @@ def test_pairs_set_episodes_per_cell_by_team_size():
     assert design.cell_episodes == {2: 3, 3: 3, 4: 3}
     design, _ = design_from_args(build_parser().parse_args(["--preset", "results", "--episodes", "60"]))
     assert design.cell_episodes is None and design.episodes == 60
+    # A preset's pairs per size, kept for the sizes asked; a size it sets none for asks for --pairs.
+    design, _ = design_from_args(build_parser().parse_args(["--preset", "results", "--sizes", "2", "4"]))
+    assert design.cell_episodes == {2: 40, 4: 24}
+    with pytest.raises(ValueError, match=r"the main preset sets pairs for sizes \[2\], not \[3\]; give --pairs"):
+        design_from_args(build_parser().parse_args(["--preset", "main", "--sizes", "3"]))
 
 
 def test_decoding_switches_default_and_flags_each_change_the_config():
