@@ -64,7 +64,7 @@ from llm_marl_benchmarks.study.execution import (
     run_local,
     run_ray,
 )
-from llm_marl_benchmarks.study.report import precisions
+from llm_marl_benchmarks.study.report import decoding_stops, precisions
 from llm_marl_envs.core.termination import END_QUORUMS
 from llm_marl_envs.registry import ENV_NAMES, make_env
 
@@ -333,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_local(batches, design, policy, on_rows, on_turn=progress.on_turn)
     elapsed = time.perf_counter() - started
     progress.close()
-    figures = {**_figures(len(pending), elapsed, design), "precision": precisions(played)}
+    figures = {**_figures(len(pending), elapsed, design), "precision": precisions(played),
+               "decoding": decoding_stops(played)}
     print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
           f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
           f"{_eta(figures['projected_full_design_s'])} at this pace)", flush=True)

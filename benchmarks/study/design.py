@@ -379,8 +379,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "main": {
         # The main job (scripts/study.sh): the shipped 2-agent teams against the untrained team and one agent, on 16
         # held-out tasks per env (one pair each), at the study's turn budget; the coding cells add one agent's best of
-        # n (16 more episodes): a team that only samples more is no team. 112 episodes in 29 min on 2 idle CPU cores
-        # after set-up in float32 (no native bf16; the 96 without best of n took 9 min with it: scripts/study.sh).
+        # n (16 more episodes): a team that only samples more is no team. 112 episodes in 18 min on 2 CPU cores
+        # after set-up in float32 with code replies stopped at their end (no native bf16; 29 min unstopped; the 96
+        # without best of n took 9 min with it: scripts/study.sh).
         "design": {"team_sizes": (2,), "conditions": (*SEEDS_CONDITIONS, "single_best_of_n"), "cell_episodes": {2: 16},
                    "tasks": 16},
         "training": {},

@@ -38,10 +38,13 @@ def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(
     argv = ["--preset", "smoke", *SCRIPTED, "--out", str(tmp_path)]
     assert main([*argv, "--json", str(tmp_path / "run.json")]) == 0
     rows = logged(tmp_path)
-    # A scripted policy has no weights: its rows, the run's JSON and the headline say no precision was recorded.
-    assert {(r["dtype"], r["device"]) for r in rows} == {(None, None)}
+    # A scripted policy has no weights: its rows, the run's JSON and the headline say no precision was recorded,
+    # and, since it decodes nothing, that no stop applied (the default stop plays it as it is, unrefused).
+    assert {(r["dtype"], r["device"], r["stop_at_reply_end"], r["role_budgets"]) for r in rows} == {
+        (None, None, None, None)}
     figures = json.loads((tmp_path / "run.json").read_text())
     assert [(p["dtype"], p["device"], p["episodes"]) for p in figures["precision"]] == [(None, None, len(rows))]
+    assert [(d["stop_at_reply_end"], d["episodes"]) for d in figures["decoding"]] == [(None, len(rows))]
     assert {r["key"] for r in rows} == planned_keys(argv)
     assert {r["condition"] for r in rows} == {"trained", "single", "untrained"}
     assert {r["env"] for r in rows} == {"writing", "coding"}
@@ -60,7 +63,7 @@ def test_smoke_preset_with_the_scripted_policy_runs_every_condition_and_reports(
     batches = {line.split(" turn ")[0] for line in turn_lines}
     assert len(turn_lines) == 2 * len(batches) and "ETA" in turn_lines[-1] and "turns played" in turn_lines[-1]
     assert "writing, team size 2" in out and "Against the seeds' figures" in out
-    assert "Policies ran in: not recorded" in out
+    assert "Policies ran in: not recorded" in out and "Replies: stops not recorded" in out
     # Running the same command again finds everything done and runs nothing.
     assert main(argv) == 0
     assert len(logged(tmp_path)) == len(rows)
