@@ -3,8 +3,9 @@ end): the study's ``results`` preset, coding, sizes 2 and 4 (see PLAN.md).
 
 ``python compare.py`` (in this folder, with ``episodes.jsonl`` the run's log) prints, per team size, the trained team
 against its untrained team, one agent and one agent's best of n on the plan's metrics, and the untrained team against
-one agent (paired by task and seed, 95 % CI, paired t), with each condition's episodes, precision and decoding stops.
-It writes ``figures.json``.
+one agent (paired by task and seed, 95 % CI, paired t), with each condition's episodes, precision and decoding stops;
+then, by the plan's addendum, the untrained team of 2 with the stop against the same pairs without it
+(``untrained-off/episodes.jsonl``). It writes ``figures.json``.
 """
 
 from collections import Counter
@@ -31,6 +32,12 @@ def main() -> None:
         # Beside the team's three: the untrained team against one agent (issue 42's "not below one agent").
         pairs = [("trained", c) for c in OTHERS] + [("untrained", "single")]
         figures[f"size {size}"] = compare_pairs(sized, pairs, METRICS, "coding", size=size, echo=True)
+    # The plan's addendum: the untrained team of 2 on the same pairs without the stop (untrained-off/).
+    off = [{**r, "condition": "untrained@off"} for r in read_episodes(HERE / "untrained-off" / "episodes.jsonl").rows]
+    on = [{**r, "condition": "untrained@on"} for r in rows if r["team_size"] == 2 and r["condition"] == "untrained"]
+    print("\nthe untrained team of 2, on − off:")
+    figures["untrained, size 2, on - off"] = compare_pairs([*on, *off], [("untrained@on", "untrained@off")], METRICS,
+                                                           "coding", size=2, echo=True)
     write_figures_json(HERE / "figures.json", figures)
 
 
