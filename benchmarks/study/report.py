@@ -17,7 +17,7 @@ import dataclasses
 import json
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -632,15 +632,7 @@ def precisions(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     distinct pair, ``{"dtype", "device", "episodes", "conditions": {condition: episodes}}``. ``None`` where a row does
     not say (a scripted or endpoint policy, or a log written before rows recorded it). A log that pools episodes of
     several dtypes pools policies that sample differently (:func:`mixed_dtypes`)."""
-    counts: dict[tuple[str | None, str | None], dict[str, int]] = {}
-    for row in rows:
-        key = (_text_or_none(row.get("dtype")), _text_or_none(row.get("device")))
-        by_condition = counts.setdefault(key, {})
-        by_condition[row["condition"]] = by_condition.get(row["condition"], 0) + 1
-    records = [{"dtype": dtype, "device": device, "episodes": sum(by_condition.values()),
-                "conditions": {c: by_condition[c] for c in in_order(by_condition, CONDITION_ORDER)}}
-               for (dtype, device), by_condition in counts.items()]
-    return sorted(records, key=lambda r: (-r["episodes"], str(r["dtype"]), str(r["device"])))
+    return _counted_by(rows, {"dtype": _text_or_none, "device": _text_or_none})
 
 
 def decoding_stops(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -648,15 +640,22 @@ def decoding_stops(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     one record per distinct pair, ``{"stop_at_reply_end", "role_budgets", "episodes", "conditions": {condition:
     episodes}}``. ``None`` where a row does not say (nothing decoded here, or a log from before rows recorded them,
     when both were off by default). A team writes less with a stop on, so token figures differ between them."""
-    counts: dict[tuple[bool | None, bool | None], dict[str, int]] = {}
+    return _counted_by(rows, {"stop_at_reply_end": _bool_or_none, "role_budgets": _bool_or_none})
+
+
+def _counted_by(rows: Sequence[Mapping[str, Any]], columns: Mapping[str, Callable[[object], Any]]
+                ) -> list[dict[str, Any]]:
+    """One record per distinct combination of ``columns`` (each read with its converter) with its episodes in all and
+    per condition, most episodes first (then by the values' text)."""
+    counts: dict[tuple[Any, ...], dict[str, int]] = {}
     for row in rows:
-        key = (_bool_or_none(row.get("stop_at_reply_end")), _bool_or_none(row.get("role_budgets")))
+        key = tuple(convert(row.get(name)) for name, convert in columns.items())
         by_condition = counts.setdefault(key, {})
         by_condition[row["condition"]] = by_condition.get(row["condition"], 0) + 1
-    records = [{"stop_at_reply_end": end, "role_budgets": budgets, "episodes": sum(by_condition.values()),
+    records = [{**dict(zip(columns, key, strict=True)), "episodes": sum(by_condition.values()),
                 "conditions": {c: by_condition[c] for c in in_order(by_condition, CONDITION_ORDER)}}
-               for (end, budgets), by_condition in counts.items()]
-    return sorted(records, key=lambda r: (-r["episodes"], str(r["stop_at_reply_end"]), str(r["role_budgets"])))
+               for key, by_condition in counts.items()]
+    return sorted(records, key=lambda r: (-r["episodes"], *(str(r[name]) for name in columns)))
 
 
 def mixed_decoding(rows: Sequence[Mapping[str, Any]]) -> list[str]:
