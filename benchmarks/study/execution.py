@@ -264,8 +264,9 @@ def run_batch(
     if design.role_budgets:
         role_budgets = {agent: env.suggested_max_new_tokens([agent]) for env in envs for agent in env.possible_agents}
     reply_ends = None
+    decoded = decodes_here(policy, batch.team_dir)
     # None, the default, stops wherever this process decodes; True asks for it outright (refused below otherwise).
-    if design.stop_at_reply_end or (design.stop_at_reply_end is None and decodes_here(policy, batch.team_dir)):
+    if design.stop_at_reply_end or (design.stop_at_reply_end is None and decoded):
         reply_ends = {agent: end for env in envs for agent in env.possible_agents
                       if (end := env.suggested_reply_end(agent)) is not None}
     model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store, role_budgets, reply_ends)
@@ -274,7 +275,7 @@ def run_batch(
     decoding = [{"stop_at_reply_end": reply_ends is not None
                  and any(env.suggested_reply_end(agent) is not None for agent in env.possible_agents),
                  "role_budgets": role_budgets is not None}
-                if decodes_here(policy, batch.team_dir) else None for env in envs]
+                if decoded else None for env in envs]
     best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}
     # Best-of-n episodes ask each request n times in the same call and send the candidate the visible tests pick;
     # each candidate's held-out tests are counted for the log (after the choice, which they cannot change).

@@ -681,9 +681,10 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
             "**The log mixes policies run in different precisions (" + _precision_text(rows) + "): figures pool "
             "episodes sampled differently; compare within one precision.**"
         )
-    if mixed_decoding(rows):
+    mixed_stops = mixed_decoding(rows)
+    if mixed_stops:
         warnings_md.append(
-            f"**The log mixes replies decoded under different stops in {', '.join(mixed_decoding(rows))} ("
+            f"**The log mixes replies decoded under different stops in {', '.join(mixed_stops)} ("
             + _decoding_text(rows) + "): token and critical-path figures pool episodes written differently.**"
         )
     if REFERENCE not in conditions_of(rows):
