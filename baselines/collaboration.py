@@ -3,8 +3,9 @@
 A baseline is an env configuration plus a :class:`~llm_marl_envs.rollout.Schedule` (who acts when within a turn,
 what each agent's chat says, how an action is post-processed); the episodes themselves are played by the one rollout
 runner, :func:`llm_marl_envs.rollout.run_episodes`. Each agent's chat is the env's own (``env.chat_messages``: the
-env's system prompt and the agent's observation) with the baseline's rule block appended
-(:mod:`llm_marl_envs.core.prompts`) — decentralized execution — except that the sequential pipeline, by definition,
+env's system prompt and the agent's observation) with the baseline's rule block put before the observation
+(:mod:`llm_marl_envs.core.prompts`; a rule that speaks of teammates' drafts names the ones this agent's observation
+really holds, :func:`drafts_seen`) — decentralized execution — except that the sequential pipeline, by definition,
 shows agent *k* the outputs of agents ``< k``.
 
 =======================  ==========  =============  ===========================================================
@@ -55,6 +56,24 @@ def draft_part(action: str) -> str:
     return DONE_TAG.sub("", _MESSAGE.sub("", action)).strip()
 
 
+def drafts_seen(env: Any, agent: str) -> list[str]:
+    """The teammates whose drafts ``agent``'s observation holds: those the env shows it under its observability
+    (``observability="team"``: :meth:`~llm_marl_envs.core.base_env.CollaborativeTextEnv.drafts_shown_to`) and those
+    its role reads whatever the setting (``drafts_read_by_role``), in the env's agent order. A rule block that speaks
+    of teammates' drafts says exactly these (:func:`llm_marl_envs.core.prompts.rule_block`)."""
+    shown = set(env.drafts_shown_to(agent)) if env.observability == "team" else set()
+    shown |= set(env.drafts_read_by_role(agent))
+    return [teammate for teammate in env.possible_agents if teammate in shown]
+
+
+def _framed_by_rule(env: Any, agent: str, rule: str) -> list[dict[str, str]]:
+    """The env's chat for ``agent`` with the rule block ``rule`` before its observation, saying truly whose drafts
+    the agent sees."""
+    teammates = [a for a in env.possible_agents if a != agent]
+    seen = drafts_seen(env, agent)
+    return _reframed(env, agent, lambda observation: frame_observation(observation, rule, teammates, seen))
+
+
 def _reframed(env: Any, agent: str, frame: Callable[[str], str]) -> list[dict[str, str]]:
     """The env's chat for ``agent`` with its observation (the user message) passed through ``frame``."""
     observation = next(m["content"] for m in env.chat_messages(agent) if m["role"] == "user")  # not the reply's start
@@ -64,8 +83,8 @@ def _reframed(env: Any, agent: str, frame: Callable[[str], str]) -> list[dict[st
 # ------------------------------------------------------------------------------------------------------- schedules
 @dataclass(frozen=True)
 class RuleSchedule:
-    """Every live agent acts at once, on its own observation with one fixed rule block appended
-    (single agent, naive concatenation, prompt collaboration)."""
+    """Every live agent acts at once, on its own observation with one fixed rule block before it (single agent, naive
+    concatenation, prompt collaboration)."""
 
     rule: str
     """The key of the rule block in :data:`llm_marl_envs.core.prompts.BASELINE_RULES`."""
@@ -75,8 +94,8 @@ class RuleSchedule:
         return [list(agents)]
 
     def messages(self, env: Any, agent: str, turn: int, earlier: Mapping[str, str]) -> list[dict[str, str]]:
-        """The env's chat, the observation followed by the rule block."""
-        return _reframed(env, agent, lambda observation: frame_observation(observation, self.rule))
+        """The env's chat, the rule block (saying whose drafts the agent sees) before the observation."""
+        return _framed_by_rule(env, agent, self.rule)
 
     def finish(self, env: Any, action: str, turn: int) -> str:
         """The action as generated."""
@@ -113,8 +132,7 @@ class DiscussionSchedule:
 
     def messages(self, env: Any, agent: str, turn: int, earlier: Mapping[str, str]) -> list[dict[str, str]]:
         """The env's chat with the draft rule before the last turn and the revise rule at it."""
-        rule = "discussion_draft" if turn < env.max_turns else "discussion_revise"
-        return _reframed(env, agent, lambda observation: frame_observation(observation, rule))
+        return _framed_by_rule(env, agent, "discussion_draft" if turn < env.max_turns else "discussion_revise")
 
     def finish(self, env: Any, action: str, turn: int) -> str:
         """Round 1 is a draft whatever the model says (``<done/>`` removed); the last round always ends the agent's

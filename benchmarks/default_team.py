@@ -3,9 +3,9 @@ how soon they end, and (coding) whether the helper is a helper.
 
 Before training means anything, the untrained model must be able to do the task, end an episode on its own and
 give its teammate something to use. This plays the untrained default model (SmolLM2-135M-Instruct) on held-out tasks
-under the study's untrained condition (``prompt_collaboration``: the team sees each other's drafts), as one agent with
-the team's budget and endings (``single``, where the code has that baseline), and under the env's own prompts
-(``plain``: what a trained team plays), and reports per env and condition:
+under the study's untrained condition (``prompt_collaboration``: the team sees the drafts the env shows it), as one
+agent with the team's budget and endings (``single``, where the code has that baseline), and under the env's own
+prompts (``plain``: what a trained team plays), and reports per env and condition:
 
 - writing: the share of episodes with quality > 0 (a part echoing the prompt's scaffolding, a copied lead or a
   repeated sentence scores 0), and the mean quality;

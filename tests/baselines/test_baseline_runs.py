@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import pytest
 from baseline_helpers import ENV_KWARGS, default_model
@@ -166,6 +167,66 @@ def test_prompt_collaboration_runs_multi_turn_dialogue() -> None:
     assert result.turns == 4 and result.end_reason == "max_turns"  # nobody said <done/>: truncated
     assert result.reward_components["message_tokens"] > 0
     assert len(turns_seen) == 8
+
+
+def _drafts_in_view(observation: str) -> list[str]:
+    """The teammates an observation's "Teammates' drafts" section shows (each wrote something or nothing yet)."""
+    if TEAM_DRAFTS_LABEL not in observation:
+        return []
+    section = observation.split(TEAM_DRAFTS_LABEL, 1)[1]
+    return re.findall(r"^(\w+) (?:wrote:|has written nothing yet\.)$", section, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", ["prompt_collaboration", "one_round_discussion"])
+@pytest.mark.parametrize(("env", "num_agents", "scheme"), [
+    ("writing", 2, None), ("writing", 4, None),
+    ("coding", 2, "propose_verify"), ("coding", 3, "propose_verify"), ("coding", 4, "propose_verify"),
+    ("coding", 2, "author_fixer"), ("coding", 2, "magrpo"),
+])
+def test_rules_name_exactly_the_teammates_whose_drafts_an_agent_sees(
+    name: str, env: str, num_agents: int, scheme: str | None
+) -> None:
+    # A rule block must not tell a model it sees what it does not: the propose-and-verify coders never see each
+    # other's candidates, so "you see your teammates' current drafts" would be false for them.
+    policy = ScriptedPolicy(lambda r: f"part by {r.agent}")
+    scheme_kwargs = {} if scheme is None else {"scheme": scheme}
+    run_episodes(name, env, policy, SETTINGS, seeds=(0,), num_agents=num_agents,
+                 env_kwargs={**ENV_KWARGS[env], **scheme_kwargs}, max_turns=2)
+    requests = _requests(policy)
+    agents = list(dict.fromkeys(r.agent for r in requests))  # the env's agent order (turn 1: one call)
+    assert len(agents) == num_agents
+    blind = partial = 0
+    for request in requests:
+        teammates = [a for a in agents if a != request.agent]
+        seen = _drafts_in_view(request.observation)
+        rule = "prompt_collaboration" if name == "prompt_collaboration" else (
+            "discussion_draft" if "Round 1 of 2" in request.observation else "discussion_revise")
+        assert prompts.rule_block(rule, teammates, seen) in request.observation
+        unseen = [t for t in teammates if t not in seen]
+        if unseen:
+            assert prompts.BASELINE_RULES[rule] not in request.observation
+            blind += not seen
+            partial += bool(seen)
+    if env == "writing" or scheme == "magrpo":  # every teammate in view: the registry's text, word for word
+        assert blind == partial == 0
+    if (env, num_agents, scheme) in {("coding", 3, "propose_verify"), ("coding", 4, "propose_verify")}:
+        assert partial > 0  # a coder sees the tester's (and verifier's) drafts, not the other coder's
+    if (env, num_agents, scheme) == ("coding", 2, "propose_verify"):
+        assert blind == len(requests)  # two coders: neither sees the other's candidate, at any turn
+
+
+def test_the_collaboration_rule_keeps_its_text_where_every_draft_is_in_view() -> None:
+    # The untrained condition's figures (writing's and magrpo coding's) were played under these words.
+    assert prompts.BASELINE_RULES["prompt_collaboration"] == (
+        "Team rules (fixed): you see your teammates' current drafts. Each turn, write your full updated part. "
+        "If something must be agreed (names, facts, who covers what), send one short <message>...</message>. "
+        "When your part fits with your teammates' parts, end with <done/>.")
+    assert prompts.rule_block("prompt_collaboration", ["coder_2", "tester"], ["tester"]).startswith(
+        "Team rules (fixed): you see tester's current drafts (not coder_2's). ")
+    assert prompts.rule_block("prompt_collaboration", ["coder_2"], []) == prompts.BLIND_RULES["prompt_collaboration"]
+    assert prompts.rule_block("single_agent", ["x"], []) == prompts.BASELINE_RULES["single_agent"]  # no sight words
+    with pytest.raises(ValueError, match="not among the teammates"):
+        prompts.rule_block("prompt_collaboration", ["coder_2"], ["coder_3"])
 
 
 def test_single_agent_uses_the_solo_role_on_both_envs() -> None:
