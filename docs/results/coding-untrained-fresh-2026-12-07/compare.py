@@ -1,0 +1,60 @@
+"""The untrained coding teams (and the shipped coding-4) against one agent under today's defaults, on fresh held-out
+pairs (see PLAN.md).
+
+``python compare.py`` (in this folder, with ``episodes.jsonl`` the untrained/single run's log and
+``trained-4/episodes.jsonl`` the coding-4 run's) prints, per team size, the plan's comparisons (paired by task and
+seed, 95 % CI, paired t) with each condition's episodes, precision and decoding stops, how the episodes ended, the
+share of episodes whose program passes any held-out test and, for each team agent, the share in which its
+counterfactual credit is > 0. It writes ``figures.json``.
+"""
+
+from collections import Counter
+from pathlib import Path
+
+from llm_marl_benchmarks.figures_json import write_figures_json
+from llm_marl_benchmarks.study.report import compare_pairs, decoding_stops, precisions, read_episodes
+
+HERE = Path(__file__).resolve().parent
+METRICS = ("pass_rate", "success", "turns", "critical_path_tokens", "completion_tokens")
+# The plan's reading: (1) the target, untrained − single, per size; (2) coding-4 − single and − untrained.
+PAIRS = {2: [("untrained", "single")],
+         4: [("untrained", "single"), ("trained", "single"), ("trained", "untrained")]}
+
+
+def described(rows: list[dict]) -> dict:
+    """Per condition: its end reasons, the share of programs passing any held-out test, and (teams) each agent's
+    share of episodes with credit > 0."""
+    out: dict = {}
+    for condition in sorted({r["condition"] for r in rows}):
+        played = [r for r in rows if r["condition"] == condition]
+        entry: dict = {"end_reasons": dict(sorted(Counter(r["end_reason"] for r in played).items())),
+                       "any_heldout_test_passed": sum(r["pass_rate"] > 0 for r in played) / len(played)}
+        agents = sorted({a for r in played for a in r["contributions"]})
+        if len(agents) > 1:
+            entry["credit_positive"] = {a: sum((r["contributions"].get(a) or 0) > 0 for r in played) / len(played)
+                                        for a in agents}
+        out[condition] = entry
+        print(f"  {condition} ({len(played)} episodes): {entry}")
+    return out
+
+
+def main() -> None:
+    rows = [*read_episodes(HERE / "episodes.jsonl").rows]
+    trained = HERE / "trained-4" / "episodes.jsonl"
+    if trained.exists():
+        rows += read_episodes(trained).rows
+    figures: dict = {"episodes": dict(Counter(f"{r['team_size']}/{r['condition']}" for r in rows)),
+                     "precision": precisions(rows), "decoding": decoding_stops(rows)}
+    print(figures["episodes"])
+    print(f"precision: {[(p['dtype'], p['episodes']) for p in figures['precision']]}; stopped at the reply end: "
+          f"{[(d['stop_at_reply_end'], d['episodes']) for d in figures['decoding']]}")
+    for size, pairs in PAIRS.items():
+        sized = [r for r in rows if r["team_size"] == size]
+        print(f"\nteam size {size}:")
+        figures[f"size {size}"] = compare_pairs(sized, pairs, METRICS, "coding", size=size, echo=True)
+        figures[f"size {size}, described"] = described(sized)
+    write_figures_json(HERE / "figures.json", figures)
+
+
+if __name__ == "__main__":
+    main()
