@@ -2,10 +2,11 @@
 pairs (see PLAN.md).
 
 ``python compare.py`` (in this folder, with ``episodes.jsonl`` the untrained/single run's log and
-``trained-4/episodes.jsonl`` the coding-4 run's) prints, per team size, the plan's comparisons (paired by task and
+``trained-4/episodes.jsonl`` the coding-4 run's, ``words-old-4/episodes.jsonl`` the untrained team of 4 under the old
+rule words, PLAN.md's addendum 2) prints, per team size, the plan's comparisons (paired by task and
 seed, 95 % CI, paired t) with each condition's episodes, precision and decoding stops, how the episodes ended, the
 share of episodes whose program passes any held-out test and, for each team agent, the share in which its
-counterfactual credit is > 0. It writes ``figures.json``.
+counterfactual credit is > 0; then the untrained team of 4, new words − old words. It writes ``figures.json``.
 """
 
 from collections import Counter
@@ -53,6 +54,15 @@ def main() -> None:
         print(f"\nteam size {size}:")
         figures[f"size {size}"] = compare_pairs(sized, pairs, METRICS, "coding", size=size, echo=True)
         figures[f"size {size}, described"] = described(sized)
+    old_words = HERE / "words-old-4" / "episodes.jsonl"
+    if old_words.exists():  # PLAN.md, addendum 2: the same 33 pairs, the untrained team of 4 under the old words
+        new = [{**r, "condition": "untrained@new words"} for r in rows
+               if r["team_size"] == 4 and r["condition"] == "untrained"]
+        old = [{**r, "condition": "untrained@old words"} for r in read_episodes(old_words).rows]
+        print("\nthe untrained team of 4, new words − old words:")
+        figures["untrained, size 4, new - old words"] = compare_pairs(
+            [*new, *old], [("untrained@new words", "untrained@old words")], METRICS, "coding", size=4, echo=True)
+        figures["untrained, size 4, old words, described"] = described(old)
     write_figures_json(HERE / "figures.json", figures)
 
 
