@@ -1,12 +1,12 @@
 """The untrained coding teams (and the shipped coding-4) against one agent under today's defaults, on fresh held-out
-pairs (see PLAN.md).
-
-``python compare.py`` (in this folder, with ``episodes.jsonl`` the untrained/single run's log and
-``trained-4/episodes.jsonl`` the coding-4 run's, ``words-old-4/episodes.jsonl`` the untrained team of 4 under the old
-rule words, PLAN.md's addendum 2) prints, per team size, the plan's comparisons (paired by task and
-seed, 95 % CI, paired t) with each condition's episodes, precision and decoding stops, how the episodes ended, the
-share of episodes whose program passes any held-out test and, for each team agent, the share in which its
-counterfactual credit is > 0; then the untrained team of 4, new words − old words. It writes ``figures.json``.
+pairs (see PLAN.md). ``python compare.py`` (in this folder, with ``episodes.jsonl`` the untrained/single run's log
+and ``trained-4/episodes.jsonl`` the coding-4 run's, ``words-old-4/episodes.jsonl`` the untrained team of 4 under the
+old rule words, PLAN.md's addendum 2; ``words-train-2/{new,old}/episodes.jsonl`` the untrained team of 2 on the train
+split under each, PLAN.md's "Beside it") prints, per team size, the plan's comparisons (paired by task and seed, 95 %
+CI, paired t) with each condition's episodes, precision and decoding stops, how the episodes ended, the share of
+episodes whose program passes any held-out test and, for each team agent, the share in which its counterfactual
+credit is > 0; then the untrained team of 4, new words − old words, and of 2 on the train split. It writes
+``figures.json``.
 """
 
 from collections import Counter
@@ -63,6 +63,13 @@ def main() -> None:
         figures["untrained, size 4, new - old words"] = compare_pairs(
             [*new, *old], [("untrained@new words", "untrained@old words")], METRICS, "coding", size=4, echo=True)
         figures["untrained, size 4, old words, described"] = described(old)
+    train = HERE / "words-train-2"
+    if (train / "new" / "episodes.jsonl").exists() and (train / "old" / "episodes.jsonl").exists():
+        pair = [{**r, "condition": f"untrained@{words} words"} for words in ("new", "old")
+                for r in read_episodes(train / words / "episodes.jsonl").rows]
+        print("\nthe untrained team of 2, train split, new words − old words:")
+        figures["untrained, size 2, train split, new - old words"] = compare_pairs(
+            pair, [("untrained@new words", "untrained@old words")], METRICS, "coding", size=2, echo=True)
     write_figures_json(HERE / "figures.json", figures)
 
 
