@@ -39,6 +39,14 @@ def described(rows: list[dict]) -> dict:
     return out
 
 
+def new_minus_old_words(new: list[dict], old: list[dict], size: int) -> dict:
+    """The untrained team under the new rule words against the old, paired by task and seed."""
+    pair = [*({**r, "condition": "untrained@new words"} for r in new),
+            *({**r, "condition": "untrained@old words"} for r in old)]
+    return compare_pairs(pair, [("untrained@new words", "untrained@old words")], METRICS, "coding", size=size,
+                         echo=True)
+
+
 def main() -> None:
     rows = [*read_episodes(HERE / "episodes.jsonl").rows]
     trained = HERE / "trained-4" / "episodes.jsonl"
@@ -56,20 +64,18 @@ def main() -> None:
         figures[f"size {size}, described"] = described(sized)
     old_words = HERE / "words-old-4" / "episodes.jsonl"
     if old_words.exists():  # PLAN.md, addendum 2: the same 33 pairs, the untrained team of 4 under the old words
-        new = [{**r, "condition": "untrained@new words"} for r in rows
-               if r["team_size"] == 4 and r["condition"] == "untrained"]
-        old = [{**r, "condition": "untrained@old words"} for r in read_episodes(old_words).rows]
+        new = [r for r in rows if r["team_size"] == 4 and r["condition"] == "untrained"]
+        old = read_episodes(old_words).rows
         print("\nthe untrained team of 4, new words − old words:")
-        figures["untrained, size 4, new - old words"] = compare_pairs(
-            [*new, *old], [("untrained@new words", "untrained@old words")], METRICS, "coding", size=4, echo=True)
-        figures["untrained, size 4, old words, described"] = described(old)
+        figures["untrained, size 4, new - old words"] = new_minus_old_words(new, old, size=4)
+        figures["untrained, size 4, old words, described"] = described(
+            [{**r, "condition": "untrained@old words"} for r in old])
     train = HERE / "words-train-2"
     if (train / "new" / "episodes.jsonl").exists() and (train / "old" / "episodes.jsonl").exists():
-        pair = [{**r, "condition": f"untrained@{words} words"} for words in ("new", "old")
-                for r in read_episodes(train / words / "episodes.jsonl").rows]
         print("\nthe untrained team of 2, train split, new words − old words:")
-        figures["untrained, size 2, train split, new - old words"] = compare_pairs(
-            pair, [("untrained@new words", "untrained@old words")], METRICS, "coding", size=2, echo=True)
+        figures["untrained, size 2, train split, new - old words"] = new_minus_old_words(
+            read_episodes(train / "new" / "episodes.jsonl").rows, read_episodes(train / "old" / "episodes.jsonl").rows,
+            size=2)
     write_figures_json(HERE / "figures.json", figures)
 
 
