@@ -66,7 +66,7 @@ from llm_marl_benchmarks.study.execution import (
 )
 from llm_marl_benchmarks.study.report import decoding_stops, precisions
 from llm_marl_envs.core.termination import END_QUORUMS
-from llm_marl_envs.registry import ENV_NAMES, make_env
+from llm_marl_envs.registry import ENV_NAMES, canonical_name, make_env
 
 RECORD_NAME = "study.json"
 FULL_DESIGN_EPISODES = 6000
@@ -209,6 +209,48 @@ def env_endings(design: StudyDesign) -> dict[str, str]:
             for env in design.envs}
 
 
+def prompt_digests(design: StudyDesign) -> dict[str, str]:
+    """A short hash of the texts the models read, so that a log played under other words is not resumed under new
+    ones (as on 2026-12-07, when the baselines' rule blocks changed under a running study's feet): ``"rules"`` for the
+    framing every baseline adds (:mod:`llm_marl_envs.core.prompts`), and per env the turn-1 chat messages of every
+    agent of every cell (system prompt, role hint and instruction, protocol, reply prefix) on one fixed task. Later
+    turns' feedback is not rendered; a change there shows in the package version of ``study.json``."""
+    from llm_marl_envs.core import prompts
+
+    rules = {name: getattr(prompts, name) for name in
+             ("DEFAULT_SYSTEM_PROMPT", "SIGHTED_RULES", "BLIND_RULES", "BASELINE_RULES", "SEQUENTIAL_HEADER")}
+    digests = {"rules": config_hash(rules)}
+    for env in design.envs:
+        rendered = {}
+        for _, size, condition in (cell for cell in design.cells() if cell[0] == env):
+            # No code runs at reset: the local executor and TF-IDF keep this quick and free of Docker and models.
+            options = {**design.env_kwargs_for(env, condition, size), "similarity": "tfidf"}
+            if canonical_name(env) == "coding":
+                options["executor"] = "local"
+            instance = make_env(env, **options)
+            try:
+                instance.reset(seed=0)
+                rendered[f"{size}/{condition}"] = [instance.chat_messages(agent) for agent in instance.agents]
+            finally:
+                instance.close()
+        digests[env] = config_hash(rendered)
+    return digests
+
+
+def changed_parts(recorded: dict[str, Any], parts: dict[str, Any]) -> list[str]:
+    """Which of ``parts`` differ from an earlier ``study.json``'s (dotted to one level: ``"prompts.rules"``)."""
+    changed = []
+    for name, value in parts.items():
+        before = recorded.get(name)
+        if isinstance(value, dict) and isinstance(before, dict):
+            changed += [f"{name}.{key}" for key in sorted(set(value) | set(before))
+                        if json.dumps(value.get(key), sort_keys=True, default=str)
+                        != json.dumps(before.get(key), sort_keys=True, default=str)]
+        elif json.dumps(value, sort_keys=True, default=str) != json.dumps(before, sort_keys=True, default=str):
+            changed.append(name)
+    return changed
+
+
 def parse_pairs(items: Sequence[str], sizes: Sequence[int]) -> dict[int, int]:
     """``["40"]`` (every size) or ``["2=40", "3=24"]`` as ``{size: episodes per cell}``."""
     def count(text: str, item: str) -> int:
@@ -233,8 +275,6 @@ def parse_env_options(items: Sequence[str]) -> list[tuple[str, str, Any]]:
     is a Python literal (``4``, ``True``) is read as one. The env checks the keyword when the design builds it."""
     import ast
 
-    from llm_marl_envs.registry import canonical_name
-
     options = []
     for item in items:
         target, sep, text = item.partition("=")
@@ -254,8 +294,6 @@ def parse_env_options(items: Sequence[str]) -> list[tuple[str, str, Any]]:
 
 def parse_datasets(items: Sequence[str]) -> dict[str, str]:
     """``["coding=PATH", ...]`` as ``{"coding": "PATH"}`` (env names as the registry knows them)."""
-    from llm_marl_envs.registry import canonical_name
-
     datasets: dict[str, str] = {}
     for item in items:
         env, sep, dataset = item.partition("=")
@@ -286,12 +324,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"study: {error}", file=sys.stderr)
         return 2
     parts = {"design": design.to_dict(), "policy": policy.to_dict(), "teams": teams.describe(),
-             "endings": env_endings(design)}
+             "endings": env_endings(design), "prompts": prompt_digests(design)}
     digest = config_hash(parts)
     try:
         log = EpisodeLog(out, digest)
-    except ValueError as error:  # another study's log (other settings, or another version's default ending)
-        print(f"study: {error}", file=sys.stderr)
+    except ValueError as error:  # another study's log (other settings, words or default ending)
+        print(f"study: {error}{_what_changed(out, parts)}", file=sys.stderr)
         return 2
     _write_record(out, parts, digest, argv)
     pending = [episode for episode in plan if episode.key not in log.done()]
@@ -564,6 +602,16 @@ def _policy_spec(args: argparse.Namespace) -> PolicySpec:
     return PolicySpec(kind=args.policy, model=args.model, dtype=args.dtype, base_url=args.base_url,
                       endpoint_model=args.endpoint_model, api_key_env=args.api_key_env,
                       generate_rows=args.generate_rows, reuse_prompts=args.reuse_prompts)
+
+
+def _what_changed(out: Path, parts: dict[str, Any]) -> str:
+    """For the refusal to resume: what differs from the folder's ``study.json``, where one can be read."""
+    try:
+        recorded = json.loads((out / RECORD_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    changed = changed_parts(recorded, parts) if isinstance(recorded, dict) else []
+    return f" (changed since {out / RECORD_NAME}: {', '.join(changed)})" if changed else ""
 
 
 def _write_record(out: Path, parts: dict[str, Any], digest: str, argv: Sequence[str] | None) -> None:

@@ -179,6 +179,36 @@ def test_each_envs_own_ending_is_recorded_and_keys_the_log(tmp_path):
     assert main(argv) == 2
 
 
+def test_a_log_played_under_other_words_is_refused_and_the_refusal_names_them(tmp_path, monkeypatch, capsys):
+    """The texts the models read key the log: a study resumed after the baselines' rule words (or an env's prompts)
+    changed is refused, and the refusal says which words changed, not only that a hash did."""
+    from llm_marl_benchmarks.study.cli import prompt_digests
+    from llm_marl_envs.core import prompts
+    from llm_marl_envs.envs.coding.env import CodingEnv
+
+    argv = ["--preset", "smoke", *SCRIPTED, "--conditions", "untrained", "--envs", "coding", "--out", str(tmp_path)]
+    design, _ = design_from_args(build_parser().parse_args(argv))
+    before = prompt_digests(design)
+    assert set(before) == {"rules", "coding"} and before == prompt_digests(design)  # stable
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "study.json").read_text())["prompts"] == before
+    assert main(argv) == 0  # the same words resume (nothing left to run)
+    capsys.readouterr()
+
+    truer = {**prompts.SIGHTED_RULES, "prompt_collaboration": "Team rules (fixed): other words. {whose}{unseen}"}
+    monkeypatch.setattr(prompts, "SIGHTED_RULES", truer)
+    assert prompt_digests(design)["coding"] == before["coding"] and prompt_digests(design)["rules"] != before["rules"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "changed since" in err and "prompts.rules" in err and "prompts.coding" not in err
+
+    monkeypatch.undo()
+    monkeypatch.setattr(CodingEnv, "SYSTEM_PROMPT", "You write Python, in other words.")
+    assert prompt_digests(design)["coding"] != before["coding"]  # an env's own prompt is read at reset
+    assert main(argv) == 2
+    assert "prompts.coding" in capsys.readouterr().err
+
+
 def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_path, monkeypatch, capsys):
     """The shipped teams cover size 2 only: sizes 3 and 4 play every other condition, with a note, not a crash. (The
     scripted policy stands in for the model; the teams are resolved as for a real run.)"""
