@@ -210,7 +210,7 @@ def env_endings(design: StudyDesign) -> dict[str, str]:
 
 
 def prompt_digests(design: StudyDesign) -> dict[str, str]:
-    """A short hash of the texts the models read, so that a log played under other words is not resumed under new
+    """Short hashes of the texts the models read, so that a log played under other words is not resumed under new
     ones (as on 2026-12-07, when the baselines' rule blocks changed under a running study's feet): ``"rules"`` for the
     framing every baseline adds (:mod:`llm_marl_envs.core.prompts`), and per env the turn-1 chat messages of every
     agent of every cell (system prompt, role hint and instruction, protocol, reply prefix) on one fixed task. Later
