@@ -213,7 +213,8 @@ def prompt_digests(design: StudyDesign) -> dict[str, str]:
     """Short hashes of the texts the models read, so that a log played under other words is not resumed under new
     ones (as on 2026-12-07, when the baselines' rule blocks changed under a running study's feet): ``"rules"`` for the
     framing every baseline adds (:mod:`llm_marl_envs.core.prompts`), and per env the turn-1 chat messages of every
-    agent of every cell (system prompt, role hint and instruction, protocol, reply prefix) on one fixed task. Later
+    agent of every cell (system prompt, role hint and instruction, protocol, reply prefix) on one fixed task of the
+    design's split. Later
     turns' feedback is not rendered; a change there shows in the package version of ``study.json``."""
     from llm_marl_envs.core import prompts
 
@@ -229,7 +230,7 @@ def prompt_digests(design: StudyDesign) -> dict[str, str]:
                 options["executor"] = "local"
             instance = make_env(env, **options)
             try:
-                instance.reset(seed=0)
+                instance.reset(seed=0, options={"split": design.split})  # a dataset may hold one split only
                 rendered[f"{size}/{condition}"] = [instance.chat_messages(agent) for agent in instance.agents]
             finally:
                 instance.close()

@@ -209,6 +209,17 @@ def test_a_log_played_under_other_words_is_refused_and_the_refusal_names_them(tm
     assert "prompts.coding" in capsys.readouterr().err
 
 
+def test_the_words_are_read_from_the_designs_split_of_a_dataset_that_has_no_other():
+    """A task file may hold the eval split only (docs/tasks' external tasks): the words are rendered on its tasks."""
+    from llm_marl_benchmarks.study.cli import prompt_digests
+
+    external = ROOT / "docs" / "tasks" / "cooperative_coding_external.jsonl"
+    argv = ["--preset", "results", "--envs", "coding", "--sizes", "2", "--dataset", f"coding={external}"]
+    on_external = prompt_digests(design_from_args(build_parser().parse_args(argv))[0])
+    on_humaneval = prompt_digests(design_from_args(build_parser().parse_args(argv[:-2]))[0])
+    assert on_external["rules"] == on_humaneval["rules"] and on_external["coding"] != on_humaneval["coding"]
+
+
 def test_a_size_with_no_shipped_team_plays_without_the_trained_condition(tmp_path, monkeypatch, capsys):
     """The shipped teams cover size 2 only: sizes 3 and 4 play every other condition, with a note, not a crash. (The
     scripted policy stands in for the model; the teams are resolved as for a real run.)"""
