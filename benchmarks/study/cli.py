@@ -66,7 +66,7 @@ from llm_marl_benchmarks.study.execution import (
 )
 from llm_marl_benchmarks.study.report import decoding_stops, precisions
 from llm_marl_envs.core.termination import END_QUORUMS
-from llm_marl_envs.registry import ENV_NAMES, canonical_name, make_env
+from llm_marl_envs.registry import ENV_NAMES, canonical_name
 
 RECORD_NAME = "study.json"
 FULL_DESIGN_EPISODES = 6000
@@ -205,8 +205,11 @@ def design_from_args(args: argparse.Namespace) -> tuple[StudyDesign, TrainingPla
 def env_endings(design: StudyDesign) -> dict[str, str]:
     """Each env's ``end_quorum`` as the design plays it, its own default included: a default that changes between
     versions changes the config hash, so a log played under the old ending is not resumed under the new one."""
-    return {env: make_env(env, num_agents=1, **{**design.env_kwargs.get(env, {}), "similarity": "tfidf"}).end_quorum
-            for env in design.envs}
+    endings = {}
+    for env in design.envs:
+        with design.probe_env(env) as instance:
+            endings[env] = instance.end_quorum
+    return endings
 
 
 def prompt_digests(design: StudyDesign) -> dict[str, str]:
@@ -224,16 +227,9 @@ def prompt_digests(design: StudyDesign) -> dict[str, str]:
     for env in design.envs:
         rendered = {}
         for _, size, condition in (cell for cell in design.cells() if cell[0] == env):
-            # No code runs at reset: the local executor and TF-IDF keep this quick and free of Docker and models.
-            options = {**design.env_kwargs_for(env, condition, size), "similarity": "tfidf"}
-            if canonical_name(env) == "coding":
-                options["executor"] = "local"
-            instance = make_env(env, **options)
-            try:
+            with design.probe_env(env, condition, size) as instance:  # no code runs at reset
                 instance.reset(seed=0, options={"split": design.split})  # a dataset may hold one split only
                 rendered[f"{size}/{condition}"] = [instance.chat_messages(agent) for agent in instance.agents]
-            finally:
-                instance.close()
         digests[env] = config_hash(rendered)
     return digests
 
@@ -482,7 +478,8 @@ def _team_role_mismatch(directory: str | Path, cell: tuple[str, int], design: St
 
     env, size = cell
     manifest = load_team_manifest(directory)
-    agents = make_env(env, **{**design.env_kwargs_for(env, "trained", size), "similarity": "tfidf"}).possible_agents
+    with design.probe_env(env, "trained", size) as instance:
+        agents = instance.possible_agents
     if sorted(manifest.roles) == sorted(agents):
         return None
     scheme = manifest.env_kwargs.get("scheme")  # the env option that decides a coding team's roles
@@ -560,8 +557,10 @@ def training_config(cell: tuple[str, int], design: StudyDesign, plan: TrainingPl
                       model=policy.model or "default", seed=design.seed, output_dir=str(run_dir),
                       **({"steps": plan.steps_override} if plan.steps_override else {}))
         return TrainerConfig.from_mapping(values)
-    tokens = plan.max_completion_length or make_env(env, num_agents=size, **{**env_kwargs, "similarity": "tfidf"}
-                                                    ).suggested_max_new_tokens()
+    tokens = plan.max_completion_length
+    if not tokens:
+        with design.probe_env(env, "trained", size) as instance:
+            tokens = instance.suggested_max_new_tokens()
     steps = plan.steps_override or plan.steps
     return TrainerConfig(
         env=env, num_agents=size, env_kwargs=env_kwargs, model=policy.model or "default", dtype=plan.dtype,

@@ -25,11 +25,11 @@ condition but ``trained``: those cells are left out of the plan, and the run and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,8 +284,12 @@ class StudyDesign:
         there (``env.suggested_max_new_tokens()``: one agent writing everything gets its solo role's)."""
         if self.max_new_tokens is not None:
             return self.max_new_tokens
-        agents = 1 if CONDITIONS[condition].single_agent else team_size
-        return _role_budget(canonical_name(env), agents)
+        options = self.env_kwargs_for(env, condition, team_size)  # one agent's cells build one agent
+        key = (canonical_name(env), json.dumps(options, sort_keys=True, default=repr))
+        if key not in _ROLE_BUDGETS:  # asked once per episode; the env is built once per cell's options
+            with _probe(env, options) as instance:
+                _ROLE_BUDGETS[key] = instance.suggested_max_new_tokens()
+        return _ROLE_BUDGETS[key]
 
     def turn_budget(self, condition: str) -> int:
         """Turns an episode of ``condition`` may take: ``max_turns`` for the multi-turn conditions, the fixed
@@ -296,9 +300,8 @@ class StudyDesign:
 
     def task_ids(self, env: str) -> list[str]:
         """The tasks of ``env`` the study plays: ``tasks`` of the split drawn with ``seed`` (all when ``None``)."""
-        ids = make_env(env, num_agents=1, similarity="tfidf", **self.env_kwargs.get(env, {})).task_source.ids(
-            self.split
-        )
+        with self.probe_env(env) as instance:
+            ids = instance.task_source.ids(self.split)
         if self.tasks is None:
             return ids
         if self.tasks > len(ids):
@@ -334,6 +337,17 @@ class StudyDesign:
         spec = get_baseline(CONDITIONS[condition].baseline)
         return {"similarity": self.similarity, **self.env_kwargs.get(env, {}),
                 **spec.env_kwargs(team_size, self.max_turns)}
+
+    def probe_env(self, env: str, condition: str | None = None,
+                  team_size: int = 1) -> contextlib.AbstractContextManager[Any]:
+        """A context manager giving an env of this design built only to be read (its agents, tasks, role budgets,
+        ending, turn-1 prompts) and closed after. With ``condition`` it is built as that cell plays it; without, from
+        the design's options for ``env`` with ``team_size`` agents. It runs no code and loads no model: TF-IDF
+        similarity, and in the coding env the executor that needs no sandbox, so a machine without Docker or bwrap
+        (a GPU box, say) can plan a study that will run with ``--executor local``."""
+        options = (self.env_kwargs_for(env, condition, team_size) if condition is not None
+                   else {**self.env_kwargs.get(env, {}), "num_agents": team_size})
+        return _probe(env, options)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON), for the config hash and ``study.json``."""
@@ -414,14 +428,17 @@ condition's teams come from when neither ``--adapters`` nor ``--train`` says (``
 team size none ships plays without the trained condition; ``train``: train them first)."""
 
 
-@functools.cache
-def _role_budget(env: str, num_agents: int) -> int:
-    # An env built only to read its roles' budgets runs no code: the coding env gets the executor that needs no
-    # sandbox, so a machine without Docker or bwrap (a GPU box, say) can plan a study run with --executor local.
-    options = {"executor": "local"} if canonical_name(env) == "coding" else {}
-    instance = make_env(env, num_agents=num_agents, similarity="tfidf", **options)
+_ROLE_BUDGETS: dict[tuple[str, str], int] = {}
+"""Each cell's role budget by (env, its options as JSON): :meth:`StudyDesign.token_budget`'s cache."""
+
+
+@contextlib.contextmanager
+def _probe(env: str, options: Mapping[str, Any]) -> Iterator[Any]:
+    """``env`` built with ``options`` but TF-IDF similarity and (coding) the local executor, closed on leaving."""
+    local = {"executor": "local"} if canonical_name(env) == "coding" else {}
+    instance = make_env(env, **{**options, "similarity": "tfidf", **local})
     try:
-        return instance.suggested_max_new_tokens()
+        yield instance
     finally:
         instance.close()
 

@@ -265,23 +265,28 @@ def test_another_studys_log_is_refused(tmp_path):
 
 
 def test_a_study_plans_its_coding_budgets_on_a_machine_without_a_sandbox() -> None:
-    """Planning builds a coding env only to read its roles' token budgets, which runs no code: it must not need Docker
-    or bwrap (a GPU machine without either ran ``--executor local`` and failed in the planning, before any episode).
-    A fresh interpreter (executors are shared per process) on a machine made sandbox-less: no engine answers at
-    ``DOCKER_HOST`` and no ``bwrap`` is on ``PATH``."""
+    """Planning builds coding envs only to read them (roles' token budgets, tasks, ending, turn-1 prompts), which runs
+    no code: it must not need Docker or bwrap (a GPU machine without either ran ``--executor local`` and failed in the
+    planning, before any episode). A fresh interpreter (executors are shared per process) on a machine made
+    sandbox-less: no engine answers at ``DOCKER_HOST`` and no ``bwrap`` is on ``PATH``. The design names no executor,
+    so every reader goes through the probe (:meth:`StudyDesign.probe_env`)."""
     import os
     import subprocess
     import sys
 
     script = (
         "from llm_marl_envs.registry import make_env\n"
-        "from llm_marl_benchmarks.study.design import _role_budget\n"
+        "from llm_marl_benchmarks.study.cli import env_endings, prompt_digests\n"
+        "from llm_marl_benchmarks.study.design import StudyDesign\n"
         "try:\n"
         "    make_env('coding', num_agents=2, similarity='tfidf')\n"
         "    print('sandbox found')\n"
         "except Exception as error:\n"
         "    print('no sandbox:', type(error).__name__)\n"
-        "print('budget', _role_budget('coding', 2))\n"
+        "design = StudyDesign(envs=('coding',), team_sizes=(2,), conditions=('untrained', 'single'), episodes=4,\n"
+        "                     tasks=2, similarity='tfidf')\n"
+        "print('budget', design.token_budget('coding', 'untrained', 2))\n"
+        "print('plan', len(design.plan()), env_endings(design)['coding'], sorted(prompt_digests(design)))\n"
     )
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock", "PATH": "/nonexistent"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
@@ -290,3 +295,19 @@ def test_a_study_plans_its_coding_budgets_on_a_machine_without_a_sandbox() -> No
     lines = done.stdout.splitlines()
     assert lines[0] == "no sandbox: NoIsolationError"  # the machine really has none
     assert lines[1].startswith("budget ") and int(lines[1].split()[1]) > 0
+    assert lines[2] == "plan 4 half ['coding', 'rules']"
+
+
+def test_a_probe_env_is_built_as_its_cell_plays_it_and_runs_no_code():
+    # One helper builds every env the study only reads (tasks, budgets, ending, prompts): the design's own options
+    # (here another scheme), the cell's team size, and the executor that needs no sandbox whatever the design says.
+    design = small_design(envs=("coding",), env_kwargs={"coding": {"scheme": "magrpo", "executor": "docker"}})
+    with design.probe_env("coding", "untrained", 2) as team:
+        assert team.possible_agents == ["aux", "main"] and team.executor.backend == "local"
+        budget = team.suggested_max_new_tokens()
+    with design.probe_env("coding", "single", 2) as one:
+        assert one.possible_agents == ["solo"]
+    with design.probe_env("coding", team_size=3) as three:
+        assert len(three.possible_agents) == 3
+    assert design.token_budget("coding", "untrained", 2) == budget
+    assert design.task_ids("coding") == small_design(envs=("coding",)).task_ids("coding")
