@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl_baselines.collaboration import BASELINES, PLAIN, EpisodeResult, get_baseline, run_episodes
-from llm_marl_baselines.policies import POLICY_KINDS, GenerationSettings, Policy, make_policy
+from llm_marl_baselines.policies import (
+    POLICY_KINDS,
+    GenerationSettings,
+    Policy,
+    env_reply_ends,
+    env_role_budgets,
+    make_policy,
+)
 from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.progress import EpisodeProgress
 from llm_marl_envs.registry import ENV_NAMES, make_env
@@ -171,11 +178,8 @@ def run(args: argparse.Namespace) -> int:
                 budgets[env] = args.max_new_tokens or probe.suggested_max_new_tokens()
                 settings = dataclasses.replace(base_settings, max_new_tokens=budgets[env])
                 if stops_decoding:  # this env's roles: the same agent name may end elsewhere in the other env
-                    agents = probe.possible_agents
-                    policy.reply_ends = ({a: probe.suggested_reply_end(a) for a in agents}
-                                         if stop_at_reply_end else None)
-                    policy.role_max_new_tokens = ({a: probe.suggested_max_new_tokens([a]) for a in agents}
-                                                  if args.role_budgets else None)
+                    policy.reply_ends = env_reply_ends([probe]) if stop_at_reply_end else None
+                    policy.role_max_new_tokens = env_role_budgets([probe]) if args.role_budgets else None
                 progress.begin(env)
                 # The table needs texts only: no generation records, so a local model keeps no logits.
                 results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,

@@ -23,6 +23,8 @@ from llm_marl_baselines.policies.base import (
     GenerationSettings,
     Policy,
     RolloutPolicy,
+    env_reply_ends,
+    env_role_budgets,
     rollout_output,
 )
 
@@ -41,6 +43,8 @@ __all__ = [
     "GenerationSettings",
     "Policy",
     "RolloutPolicy",
+    "env_reply_ends",
+    "env_role_budgets",
     "make_policy",
     "rollout_output",
 ]

@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -353,6 +353,21 @@ class RolloutPolicy:
         if self.records:
             return self.policy.generate(batch, settings)
         return self.policy.act(batch, settings)
+
+
+def env_reply_ends(envs: Iterable[Any]) -> dict[str, str]:
+    """Where each agent of ``envs`` may stop decoding, as a policy's ``reply_ends`` takes it: ``{agent:
+    env.suggested_reply_end(agent)}`` over every env's agents, those whose role has no end left out (a writer's whole
+    reply is its draft, so writing gives ``{}``). Envs of one kind agree on a role's end; one policy playing envs of
+    several kinds sets it per env, as the demo does (an agent name may end elsewhere in another env)."""
+    return {agent: end for env in envs for agent in env.possible_agents
+            if (end := env.suggested_reply_end(agent)) is not None}
+
+
+def env_role_budgets(envs: Iterable[Any]) -> dict[str, int]:
+    """Each agent's own token budget in ``envs`` (``env.suggested_max_new_tokens([agent])``), as a policy's
+    ``role_max_new_tokens`` takes it: a coding verifier stops at its 48 tokens where its team's call runs to 160."""
+    return {agent: env.suggested_max_new_tokens([agent]) for env in envs for agent in env.possible_agents}
 
 
 def call_seed(seed: int | None, call: int) -> int | None:

@@ -246,7 +246,7 @@ def run_batch(
     """Play one batch in lockstep and return one log row per episode (see :func:`episode_row`); ``on_turn`` hears
     of each turn once every episode still playing has stepped."""
     from llm_marl_baselines.collaboration import get_baseline
-    from llm_marl_baselines.policies import GenerationSettings
+    from llm_marl_baselines.policies import GenerationSettings, env_reply_ends, env_role_budgets
     from llm_marl_envs import rollout
     from llm_marl_envs.registry import make_env
 
@@ -262,18 +262,16 @@ def run_batch(
     store = batch_prompt_store(policy)
     role_budgets = None
     if design.role_budgets:
-        role_budgets = {agent: env.suggested_max_new_tokens([agent]) for env in envs for agent in env.possible_agents}
+        role_budgets = env_role_budgets(envs)
     reply_ends = None
     decoded = decodes_here(policy, batch.team_dir)
     # None, the default, stops wherever this process decodes; True asks for it outright (refused below otherwise).
     if design.stop_at_reply_end or (design.stop_at_reply_end is None and decoded):
-        reply_ends = {agent: end for env in envs for agent in env.possible_agents
-                      if (end := env.suggested_reply_end(agent)) is not None}
+        reply_ends = env_reply_ends(envs)
     model_fn, precision = _rollout_policy(policy, batch.team_dir, settings, store, role_budgets, reply_ends)
     # What each row records: the stops its decoding applied (None: nothing was decoded here to stop). An env whose
     # roles have no reply end (writing) had none to apply.
-    decoding = [{"stop_at_reply_end": reply_ends is not None
-                 and any(env.suggested_reply_end(agent) is not None for agent in env.possible_agents),
+    decoding = [{"stop_at_reply_end": reply_ends is not None and bool(env_reply_ends([env])),
                  "role_budgets": role_budgets is not None}
                 if decoded else None for env in envs]
     best_of_n = {i: e.candidates for i, e in enumerate(batch.episodes) if e.candidates > 1}

@@ -198,3 +198,20 @@ def test_the_env_owns_the_system_prompt_and_baselines_only_frame() -> None:
     assert prompts.SEQUENTIAL_HEADER in sequential and "concise wrote:\nfirst part" in sequential
     assert sequential.endswith("OBS")
     assert prompts.SEQUENTIAL_HEADER not in prompts.sequential_observation("OBS", {})
+
+
+def test_a_policys_stops_are_read_from_its_envs_roles() -> None:
+    # What the demo and the study hand a local policy: a code role's reply ends where its code block closes, a
+    # verifier (a name, no code) and every writer have no end; each role keeps its own budget.
+    from llm_marl_baselines.policies import env_reply_ends, env_role_budgets
+    from llm_marl_envs.envs.coding.prompts import CODE_BLOCK_CLOSED
+
+    coding = make_env("coding", num_agents=4, similarity="tfidf", executor="local")
+    writing = make_env("writing", num_agents=2, similarity="tfidf")
+    assert env_reply_ends([coding]) == dict.fromkeys(("coder_1", "coder_2", "tester"), CODE_BLOCK_CLOSED)
+    assert env_role_budgets([coding]) == {"coder_1": 160, "coder_2": 160, "tester": 128, "verifier": 48}
+    assert env_reply_ends([writing]) == {} and env_reply_ends([]) == {}
+    assert env_role_budgets([writing]) == {"concise": 48, "detailed": 96}
+    # A batch of envs of one kind at several sizes: every agent of any of them.
+    assert set(env_role_budgets([coding, make_env("coding", num_agents=1, similarity="tfidf", executor="local")])) \
+        == {"coder_1", "coder_2", "tester", "verifier", "solo"}
