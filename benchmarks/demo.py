@@ -29,9 +29,10 @@ from llm_marl_baselines.policies import (
     env_role_budgets,
     make_policy,
 )
+from llm_marl_benchmarks.env_probe import read_only_env
 from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.progress import EpisodeProgress
-from llm_marl_envs.registry import ENV_NAMES, make_env
+from llm_marl_envs.registry import ENV_NAMES
 
 DRAFT_PREVIEW_CHARS = 160
 
@@ -174,12 +175,13 @@ def run(args: argparse.Namespace) -> int:
         with EpisodeProgress(len(envs) * len(seeds), turns) as progress:
             for env in envs:
                 env_kwargs = {**team_env_kwargs, **({"executor": args.executor} if env == "coding" else {})}
-                probe = _probe(env, 1 if args.baseline == "single_agent" else num_agents, env_kwargs)
-                budgets[env] = args.max_new_tokens or probe.suggested_max_new_tokens()
+                agents = 1 if args.baseline == "single_agent" else num_agents
+                with read_only_env(env, {**env_kwargs, "num_agents": agents}) as probe:  # its roles' budgets, ends
+                    budgets[env] = args.max_new_tokens or probe.suggested_max_new_tokens()
+                    if stops_decoding:  # this env's roles: the same agent name may end elsewhere in the other env
+                        policy.reply_ends = env_reply_ends([probe]) if stop_at_reply_end else None
+                        policy.role_max_new_tokens = env_role_budgets([probe]) if args.role_budgets else None
                 settings = dataclasses.replace(base_settings, max_new_tokens=budgets[env])
-                if stops_decoding:  # this env's roles: the same agent name may end elsewhere in the other env
-                    policy.reply_ends = env_reply_ends([probe]) if stop_at_reply_end else None
-                    policy.role_max_new_tokens = env_role_budgets([probe]) if args.role_budgets else None
                 progress.begin(env)
                 # The table needs texts only: no generation records, so a local model keeps no logits.
                 results += run_episodes(args.baseline, env, policy, settings, seeds=seeds, num_agents=num_agents,
@@ -193,12 +195,6 @@ def run(args: argparse.Namespace) -> int:
                    "elapsed_s": elapsed, "episodes": [r.to_dict() for r in results]}
         write_figures_json(args.json, payload, ensure_ascii=False)  # episode texts kept readable
     return 0
-
-
-def _probe(env: str, num_agents: int, env_kwargs: dict[str, Any]) -> Any:
-    """The env for a team of ``num_agents``, made only to ask it its roles' token budgets and reply ends (nothing
-    is loaded: TF-IDF similarity)."""
-    return make_env(env, num_agents=num_agents, **{**env_kwargs, "similarity": "tfidf"})
 
 
 def print_summary(results: list[EpisodeResult], title: str) -> None:

@@ -217,8 +217,8 @@ def prompt_digests(design: StudyDesign) -> dict[str, str]:
     ones (as on 2026-12-07, when the baselines' rule blocks changed under a running study's feet): ``"rules"`` for the
     framing every baseline adds (:mod:`llm_marl_envs.core.prompts`), and per env the turn-1 chat messages of every
     agent of every cell (system prompt, role hint and instruction, protocol, reply prefix) on one fixed task of the
-    design's split. Later
-    turns' feedback is not rendered; a change there shows in the package version of ``study.json``."""
+    design's split. Later turns' feedback is not rendered; a change there shows in the package version of
+    ``study.json``."""
     from llm_marl_envs.core import prompts
 
     rules = {name: getattr(prompts, name) for name in

@@ -29,14 +29,15 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from llm_marl_benchmarks.env_probe import read_only_env
 from llm_marl_envs.core.config import check_choice, check_int, check_positive
-from llm_marl_envs.registry import ENV_NAMES, canonical_name, make_env
+from llm_marl_envs.registry import ENV_NAMES, canonical_name
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,7 @@ class StudyDesign:
         options = self.env_kwargs_for(env, condition, team_size)  # one agent's cells build one agent
         key = (canonical_name(env), json.dumps(options, sort_keys=True, default=repr))
         if key not in _ROLE_BUDGETS:  # asked once per episode; the env is built once per cell's options
-            with _probe(env, options) as instance:
+            with read_only_env(env, options) as instance:
                 _ROLE_BUDGETS[key] = instance.suggested_max_new_tokens()
         return _ROLE_BUDGETS[key]
 
@@ -341,13 +342,12 @@ class StudyDesign:
     def probe_env(self, env: str, condition: str | None = None,
                   team_size: int = 1) -> contextlib.AbstractContextManager[Any]:
         """A context manager giving an env of this design built only to be read (its agents, tasks, role budgets,
-        ending, turn-1 prompts) and closed after. With ``condition`` it is built as that cell plays it; without, from
-        the design's options for ``env`` with ``team_size`` agents. It runs no code and loads no model: TF-IDF
-        similarity, and in the coding env the executor that needs no sandbox, so a machine without Docker or bwrap
-        (a GPU box, say) can plan a study that will run with ``--executor local``."""
+        ending, turn-1 prompts) and closed after (:func:`~llm_marl_benchmarks.env_probe.read_only_env`: no code
+        runs, no model loads, no sandbox is needed). With ``condition`` it is built as that cell plays it; without,
+        from the design's options for ``env`` with ``team_size`` agents."""
         options = (self.env_kwargs_for(env, condition, team_size) if condition is not None
                    else {**self.env_kwargs.get(env, {}), "num_agents": team_size})
-        return _probe(env, options)
+        return read_only_env(env, options)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON), for the config hash and ``study.json``."""
@@ -430,17 +430,6 @@ team size none ships plays without the trained condition; ``train``: train them 
 
 _ROLE_BUDGETS: dict[tuple[str, str], int] = {}
 """Each cell's role budget by (env, its options as JSON): :meth:`StudyDesign.token_budget`'s cache."""
-
-
-@contextlib.contextmanager
-def _probe(env: str, options: Mapping[str, Any]) -> Iterator[Any]:
-    """``env`` built with ``options`` but TF-IDF similarity and (coding) the local executor, closed on leaving."""
-    local = {"executor": "local"} if canonical_name(env) == "coding" else {}
-    instance = make_env(env, **{**options, "similarity": "tfidf", **local})
-    try:
-        yield instance
-    finally:
-        instance.close()
 
 
 def config_hash(parts: Mapping[str, Any]) -> str:
