@@ -121,6 +121,11 @@ class ChatEnv:
         """The agent's latest observation as ``[system, user]`` chat messages."""
         return chat(self.system_prompt, str(self._observations[agent]))
 
+    def suggested_reply_end(self, agent: str) -> str | None:
+        """The inner env's ``suggested_reply_end(agent)`` where it has one; else None (the whole reply is the action)."""
+        ends = getattr(self.env, "suggested_reply_end", None)
+        return None if ends is None else ends(agent)
+
     def state(self) -> dict[str, Any]:
         """What trajectories record: the turn, the team return and how the episode ended, every agent's latest
         observation, and the inner env's own ``state()`` (``env_state``) where it has one."""

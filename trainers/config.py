@@ -82,6 +82,14 @@ class TrainerConfig:
     """New tokens per completion at most."""
     min_completion_length: int = 0
     """New tokens per completion at least (no stop token before; benchmarks set it to the maximum to fix lengths)."""
+    stop_at_reply_end: bool = False
+    """Stop each sampled reply at its env's reply end (``env.suggested_reply_end(agent)``: a coder's reply where its
+    first code block closes), as the study and the demo decode a team by default, so the team is trained on the
+    replies it is judged by; the reward is the same (the env reads that block), and the tokens after it (prose the
+    env ignores, which would take the advantage as noise) are neither sampled nor trained on. Roles without an end
+    (a writer's whole reply is its draft) are not cut. False (default): replies run to a stop token or
+    ``max_completion_length``, as every shipped team was trained; it cannot be combined with
+    ``min_completion_length`` > 0, which fixes lengths."""
     temperature: float = 1.0
     """Sampling temperature (log-probabilities for the loss are always taken at temperature 1)."""
     top_p: float = 1.0
@@ -229,6 +237,11 @@ class TrainerConfig:
         if not isinstance(self.gradient_checkpointing, bool):
             raise TypeError(f"gradient_checkpointing: expected true or false, got {self.gradient_checkpointing!r}")
         check_int("min_completion_length", self.min_completion_length, 0, self.max_completion_length)
+        if not isinstance(self.stop_at_reply_end, bool):
+            raise TypeError(f"stop_at_reply_end: expected true or false, got {self.stop_at_reply_end!r}")
+        if self.stop_at_reply_end and self.min_completion_length:
+            raise ValueError("stop_at_reply_end: true cuts replies at their env's end, and min_completion_length "
+                             f"{self.min_completion_length} fixes their lengths: set one of them")
         for name in ("temperature", "learning_rate", "epsilon"):
             check_positive(name, getattr(self, name))
         if not 0 < self.top_p <= 1:

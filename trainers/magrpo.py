@@ -59,7 +59,7 @@ import torch
 from torch import Tensor
 
 from llm_marl_baselines.models import DEFAULT_MODEL
-from llm_marl_baselines.policies.base import GenerationSettings
+from llm_marl_baselines.policies.base import GenerationSettings, env_reply_ends
 from llm_marl_envs.registry import make_env
 from llm_marl_envs.rollout import ChatEnv, TreeNode, rollout_tree
 from llm_marl_trainers import checkpoint
@@ -117,6 +117,11 @@ class MAGRPOTrainer:
         envs = [env_factory() for _ in range(config.envs_per_step // self.parallel.world_size)]
         self.envs = [env if hasattr(env, "chat_messages") else ChatEnv(env) for env in envs]
         self.agents = tuple(self.envs[0].possible_agents)
+        self.reply_ends: dict[str, str] | None = None
+        """``{agent: pattern}`` at whose first match a sampled reply stops (``config.stop_at_reply_end``; an env
+        without ``suggested_reply_end`` gives none), None when replies are not cut."""
+        if config.stop_at_reply_end:
+            self.reply_ends = env_reply_ends(env for env in self.envs if hasattr(env, "suggested_reply_end"))
         # Each rank samples from its own stream (rank 0's is the one-process run's); adapters start equal anyway.
         _seed_everything(config.seed + 104_729 * self.parallel.rank)
         self.warm_started: dict[str, Path] = {}
@@ -314,7 +319,8 @@ class MAGRPOTrainer:
         with torch.no_grad():
             return rollout_tree(
                 self.envs,
-                self.team.as_rollout_policy(self.generation, min_new_tokens=config.min_completion_length),
+                self.team.as_rollout_policy(self.generation, min_new_tokens=config.min_completion_length,
+                                            role_reply_ends=self.reply_ends),
                 group_size=config.num_generations,
                 joint=config.joint_mode,
                 seeds=self.parallel.shard(seeds),  # this rank's roots (all of them in one process)

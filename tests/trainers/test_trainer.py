@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline_helpers import tiny_model
 from letter_env import LetterEnv
 
+from llm_marl_baselines.decoding import token_texts
 from llm_marl_benchmarks import cli
 from llm_marl_envs.rollout import TreeNode
 from llm_marl_trainers.advantages import batch_samples
@@ -167,6 +168,10 @@ def test_bad_configs_fail_before_anything_loads(tmp_path: Path, capsys: pytest.C
         TrainerConfig(graph_compile="inductor")
     with pytest.raises(ValueError, match="graph_compile: true compiles the graph decoder's step"):
         TrainerConfig(graph_compile=True, graph_decode=False)
+    with pytest.raises(TypeError, match="stop_at_reply_end: expected true or false"):
+        TrainerConfig(stop_at_reply_end="yes")
+    with pytest.raises(ValueError, match="min_completion_length 8 fixes their lengths"):
+        TrainerConfig(stop_at_reply_end=True, min_completion_length=8)
     yaml_file = tmp_path / "cfg.yaml"
     yaml_file.write_text("env: coding_v0\nnum_agents: 2\nlearning_rat: 0.1\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"unknown options \['learning_rat'\]"):
@@ -396,6 +401,45 @@ def test_reading_each_prompt_once_gives_the_same_step(tmp_path: Path) -> None:
     for agent in after:
         for x, y in zip(shared_after[agent], after[agent], strict=True):
             assert torch.allclose(x, y, atol=1e-4, rtol=0)
+
+
+class _EndingLetterEnv(LetterEnv):
+    """LetterEnv whose first writer's reply ends after six characters (as a coder's ends where its code block closes);
+    the second writer's reply has no end (as a writer's draft)."""
+
+    def suggested_reply_end(self, agent: str) -> str | None:
+        return r"(?s)^.{6}" if agent == AGENTS[0] else None
+
+
+def test_stop_at_reply_end_trains_on_the_replies_cut_where_their_env_ends_them(tmp_path: Path) -> None:
+    """``stop_at_reply_end``: the role with an end is sampled up to its first match and trained on that much (the
+    same tokens as without the option, cut; recorded as stopped); the role without one exactly as without it."""
+    samples, rows = {}, {}
+    for stop in (False, True):
+        config = _config(tmp_path / str(stop), steps=1, envs_per_step=1, max_completion_length=16,
+                         stop_at_reply_end=stop, report_to="none")
+        team = TeamModel(tiny_model(seed=0), AGENTS, lora=LoraSettings(r=4, alpha=8), seed=config.seed)
+        trainer = MAGRPOTrainer(config, team=team, env_factory=_EndingLetterEnv)
+        assert trainer.reply_ends == ({AGENTS[0]: r"(?s)^.{6}"} if stop else None)
+        samples[stop], _ = batch_samples(trainer._grow_trees(0), trainer.agents, config)
+        rows[stop] = trainer.training_step()  # the same trees again (step 0's seeds), now trained on
+    texts = token_texts(tiny_model(seed=0).tokenizer)
+    cut = 0
+    for free, mine in zip(samples[False], samples[True], strict=True):
+        assert free.agent == mine.agent
+        ids, full = mine.generation.completion_ids, free.generation.completion_ids
+        if mine.agent == AGENTS[1]:
+            assert (ids, mine.generation.finish_reason) == (full, free.generation.finish_reason)
+            continue
+        assert ids == full[:len(ids)]
+        if len(ids) < len(full):
+            cut += 1
+            written = "".join(texts(t) for t in ids)
+            assert mine.generation.finish_reason == "stop"
+            assert len(written) >= 6 > len(written) - len(texts(ids[-1]))
+    assert cut, "no reply ran past its end"
+    assert rows[True]["completion_tokens"] < rows[False]["completion_tokens"]
+    assert rows[True]["completions"] == rows[False]["completions"]
 
 
 def test_the_graph_decoder_gives_the_eager_steps(tmp_path: Path) -> None:
