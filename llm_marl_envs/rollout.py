@@ -122,7 +122,7 @@ class ChatEnv:
         return chat(self.system_prompt, str(self._observations[agent]))
 
     def suggested_reply_end(self, agent: str) -> str | None:
-        """The inner env's ``suggested_reply_end(agent)`` where it has one; else None (the whole reply is the action)."""
+        """The inner env's ``suggested_reply_end(agent)``, else None (the whole reply is the action)."""
         ends = getattr(self.env, "suggested_reply_end", None)
         return None if ends is None else ends(agent)
 
