@@ -1,0 +1,60 @@
+"""The team trained on stopped replies against the shipped coding-2 on the same held-out pairs, and what each
+training cost (see PLAN.md).
+
+``python compare.py`` (in this folder, with ``study/episodes.jsonl`` the new team's look beside its untrained team and
+one agent, ``shipped/episodes.jsonl`` the shipped coding-2 on the same pairs, ``team/metrics.jsonl`` the new run's
+steps) prints the new team against the shipped one (paired by task and seed, 95 % CI, paired t; the plan's rule),
+each team's credit shares, and each run's completion tokens and seconds a step; it writes ``figures.json``. The new
+team against its untrained team and one agent: ``python ../paired.py 2-stopped/study``.
+"""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from llm_marl_benchmarks.figures_json import write_figures_json
+from llm_marl_benchmarks.study.report import compare_pairs, precisions
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from paired import METRICS, credit_shares, load  # noqa: E402  (the results folder's own reading)
+
+SHIPPED_RUN = HERE.parents[3] / "baselines" / "teams" / "coding-2" / "metrics.jsonl"
+
+
+def steps(path: Path) -> dict:
+    """A training run's mean completion tokens, completions and seconds a step (and its step count)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {"steps": len(rows),
+            "completion_tokens_per_step": statistics.fmean(r["completion_tokens"] for r in rows),
+            "completions_per_step": statistics.fmean(r["completions"] for r in rows),
+            "seconds_per_step": statistics.fmean(r["step_time"] for r in rows),
+            "generation_seconds_per_step": statistics.fmean(r["generation_time"] for r in rows),
+            "train_reward_first_10": statistics.fmean(r["reward"] for r in rows[:10]),
+            "train_reward_last_10": statistics.fmean(r["reward"] for r in rows[-10:])}
+
+
+def main() -> None:
+    new = [r for r in load(HERE / "study") if r["condition"] == "trained"]
+    shipped = [{**r, "condition": "shipped"} for r in load(HERE / "shipped") if r["condition"] == "trained"]
+    rows = [*({**r, "condition": "stopped"} for r in new), *shipped]
+    figures: dict = {"precision": precisions(rows)}
+    print(f"precision: {[(p['dtype'], p['episodes']) for p in figures['precision']]}")
+    figures["stopped - shipped"] = compare_pairs(rows, [("stopped", "shipped")], METRICS, "coding", size=2, echo=True)
+    for name, played in (("stopped", new), ("shipped", shipped)):
+        shares = credit_shares(played)
+        figures[f"{name}, credit > 0"] = shares
+        figures[f"{name}, passes any held-out test"] = sum(r["pass_rate"] > 0 for r in played) / max(len(played), 1)
+        print(f"{name} ({len(played)} episodes): credit > 0 {shares}; passes any held-out test "
+              f"{figures[f'{name}, passes any held-out test']:.0%}")
+    for name, path in (("stopped run (float32 base, this 2-core AMD EPYC)", HERE / "team" / "metrics.jsonl"),
+                       ("shipped run (bf16 base, a 2-core CPU with native bf16)", SHIPPED_RUN)):
+        if path.exists():
+            figures[f"training: {name}"] = steps(path)
+            print(f"training, {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures[f"training: {name}"].items()))
+    write_figures_json(HERE / "figures.json", figures)
+
+
+if __name__ == "__main__":
+    main()
