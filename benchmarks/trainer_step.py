@@ -94,6 +94,8 @@ class Case:
     """Ours only: the trainer's ``graph_decode`` (None: its default, on for CUDA)."""
     graph_compile: bool = False
     """Ours only: the trainer's ``graph_compile`` (the graph decoder's step through ``torch.compile``)."""
+    stop_at_reply_end: bool | None = None
+    """Ours, with a recipe only: the trainer's ``stop_at_reply_end`` (None: the recipe's own)."""
 
     @property
     def completions_per_step(self) -> int:
@@ -122,20 +124,23 @@ def plan_cases(groups: Sequence[int], only: Sequence[str]) -> list[Case]:
     return cases
 
 
-RECIPE_COMPARISONS = ("prefix", "graphs", "compiled")
+RECIPE_COMPARISONS = ("prefix", "graphs", "compiled", "stops")
 """What ``--recipe`` compares: reading each prompt once against prefilling every row (``prefix``), the graph
-decoder against the eager decode, both reading each prompt once (``graphs``; CUDA), or those two and the graph decoder
-with its step compiled by ``torch.compile`` (``compiled``; CUDA)."""
+decoder against the eager decode, both reading each prompt once (``graphs``; CUDA), those two and the graph decoder
+with its step compiled by ``torch.compile`` (``compiled``; CUDA), or replies stopped where their env ends them against
+replies that run on (``stops``: the trainer's ``stop_at_reply_end``)."""
 
 
 def plan_recipe_cases(recipes: Sequence[Path], compare: str = "prefix") -> list[Case]:
     """For each recipe, two cases of our trainer on the recipe's own env and settings (see
-    :data:`RECIPE_COMPARISONS`): ``recipe_<stem>_shared`` / ``_repeated``, or ``recipe_<stem>_graphs`` / ``_eager``."""
+    :data:`RECIPE_COMPARISONS`): ``recipe_<stem>_shared`` / ``_repeated``, ``recipe_<stem>_graphs`` / ``_eager``, or
+    ``recipe_<stem>_stopped`` / ``_unstopped``."""
     if compare not in RECIPE_COMPARISONS:
         raise ValueError(f"compare: expected one of {RECIPE_COMPARISONS}, got {compare!r}")
-    variants: dict[str, dict[str, Any]] = (
-        {"shared": {"share_prefix": True}, "repeated": {"share_prefix": False}} if compare == "prefix" else
-        {"graphs": {"graph_decode": True}, "eager": {"graph_decode": False}})
+    variants: dict[str, dict[str, Any]] = {
+        "prefix": {"shared": {"share_prefix": True}, "repeated": {"share_prefix": False}},
+        "stops": {"stopped": {"stop_at_reply_end": True}, "unstopped": {"stop_at_reply_end": False}},
+    }.get(compare, {"graphs": {"graph_decode": True}, "eager": {"graph_decode": False}})
     if compare == "compiled":
         variants = {"compiled": {"graph_decode": True, "graph_compile": True}, **variants}
     cases = []
@@ -295,7 +300,9 @@ def run_ours(spec: dict[str, Any], case: Case) -> dict[str, Any]:
     if case.recipe is not None:  # the recipe's own env, model, dtype and sampling; only the run's length changes
         config = TrainerConfig.from_yaml(case.recipe, steps=steps_total, output_dir=output_dir,
                                          share_prefix=case.share_prefix, graph_decode=case.graph_decode,
-                                         graph_compile=case.graph_compile, report_to="none")
+                                         graph_compile=case.graph_compile, report_to="none",
+                                         **({} if case.stop_at_reply_end is None
+                                            else {"stop_at_reply_end": case.stop_at_reply_end}))
         trainer = MAGRPOTrainer(config)
     else:
         loaded = _load(spec)
@@ -678,6 +685,19 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
                 "compiled_graph_decode": compiled.get("graph_decode"),
                 "compiled_error": compiled.get("error"),
             })
+    stopped = sorted({n.removesuffix("_stopped") for n in results
+                      if n.startswith("recipe_") and n.endswith("_stopped")})
+    for name in stopped:  # --recipe-compare stops: the same steps sampled and trained up to each reply's end, or not
+        by_recipe[name.removeprefix("recipe_")] = {
+            "step_s": value(f"{name}_stopped", "median_step_s"),
+            "unstopped_step_s": value(f"{name}_unstopped", "median_step_s"),
+            "ratio_stopped_vs_unstopped": _ratio(value(f"{name}_stopped", "median_step_s"),
+                                                 value(f"{name}_unstopped", "median_step_s")),
+            "ratio_generation_stopped_vs_unstopped": _ratio(value(f"{name}_stopped", "median_generation_s"),
+                                                            value(f"{name}_unstopped", "median_generation_s")),
+            "completion_tokens_per_step": value(f"{name}_stopped", "median_completion_tokens"),
+            "unstopped_completion_tokens_per_step": value(f"{name}_unstopped", "median_completion_tokens"),
+        }
     return {**{name: ratios[name] for name in TARGETS}, "by_group": by_group, "by_recipe": by_recipe,
             "targets": dict(TARGETS), "passed": passed}
 
@@ -766,7 +786,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "reading each prompt once: ratio_shared_vs_repeated at the recipes' settings")
     parser.add_argument("--recipe-compare", choices=RECIPE_COMPARISONS, default="prefix",
                         help="what each --recipe compares: prefix (shared vs repeated), graphs (graph vs eager "
-                             "decode, for CUDA) or compiled (the graph decoder's step compiled, beside both)")
+                             "decode, for CUDA), compiled (the graph decoder's step compiled, beside both) or stops "
+                             "(replies stopped at their env's end vs run on: stop_at_reply_end)")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.child is not None:

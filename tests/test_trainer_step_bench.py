@@ -146,3 +146,20 @@ def test_recipe_cases_compare_the_compiled_step_with_the_graphs_and_the_eager_de
     assert (row["compiled_step_s"], row["step_s"], row["eager_step_s"]) == (3.0, 4.0, 16.0)
     assert (row["ratio_compiled_vs_graphs"], row["ratio_compiled_vs_eager"]) == (0.75, 0.1875)
     assert row["compiled_graph_decode"] == {"used": True, "compiled": True} and row["compiled_error"] is None
+
+
+def test_recipe_cases_compare_replies_stopped_at_their_end_with_replies_that_run_on(tmp_path: Path) -> None:
+    recipe = tmp_path / "coding-2.yaml"
+    recipe.write_text("env: coding\nnum_agents: 2\nnum_generations: 4\nenvs_per_step: 4\n", encoding="utf-8")
+    cases = trainer_step.plan_recipe_cases([recipe], "stops")
+    assert [(c.name, c.envs_per_step, c.share_prefix, c.stop_at_reply_end) for c in cases] == [
+        ("recipe_coding-2_stopped", 4, True, True), ("recipe_coding-2_unstopped", 4, True, False)]
+    report = trainer_step.compare({
+        "recipe_coding-2_stopped": {"median_step_s": 60.0, "median_generation_s": 30.0,
+                                    "median_completion_tokens": 2000},
+        "recipe_coding-2_unstopped": {"median_step_s": 100.0, "median_generation_s": 60.0,
+                                      "median_completion_tokens": 4400}}, [4])
+    assert report["by_recipe"]["coding-2"] == {
+        "step_s": 60.0, "unstopped_step_s": 100.0, "ratio_stopped_vs_unstopped": 0.6,
+        "ratio_generation_stopped_vs_unstopped": 0.5, "completion_tokens_per_step": 2000,
+        "unstopped_completion_tokens_per_step": 4400}
