@@ -4,7 +4,8 @@ training cost (see PLAN.md).
 ``python compare.py`` (in this folder, with ``study/episodes.jsonl`` the new team's look beside its untrained team and
 one agent, ``shipped/episodes.jsonl`` the shipped coding-2 on the same pairs, ``team/metrics.jsonl`` the new run's
 steps) prints the new team against the shipped one (paired by task and seed, 95 % CI, paired t; the plan's rule),
-each team's credit shares, and each run's completion tokens and seconds a step; it writes ``figures.json``. The new
+each team's credit shares, the shipped team against the untrained team and one agent of the same pairs (added after
+the look, a description) and each run's completion tokens and seconds a step; it writes ``figures.json``. The new
 team against its untrained team and one agent: ``python ../paired.py 2-stopped/study``.
 """
 
@@ -48,11 +49,16 @@ def main() -> None:
         figures[f"{name}, passes any held-out test"] = sum(r["pass_rate"] > 0 for r in played) / max(len(played), 1)
         print(f"{name} ({len(played)} episodes): credit > 0 {shares}; passes any held-out test "
               f"{figures[f'{name}, passes any held-out test']:.0%}")
+    # Added after the look (a description, not the plan's rule): the shipped coding-2 against the untrained team and
+    # one agent of the same pairs, its first fresh look under today's defaults in float32.
+    base = [r for r in load(HERE / "study") if r["condition"] in ("untrained", "single")]
+    figures["beside it: shipped - untrained, single"] = compare_pairs(
+        [*shipped, *base], [("shipped", "untrained"), ("shipped", "single")], METRICS, "coding", size=2, echo=True)
     for name, path in (("stopped run (float32 base, this 2-core AMD EPYC)", HERE / "team" / "metrics.jsonl"),
                        ("shipped run (bf16 base, a 2-core CPU with native bf16)", SHIPPED_RUN)):
         if path.exists():
             figures[f"training: {name}"] = steps(path)
-            print(f"training, {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures[f"training: {name}"].items()))
+            print(f"training, {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in figures[f"training: {name}"].items()))
     write_figures_json(HERE / "figures.json", figures)
 
 
