@@ -629,6 +629,18 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
         row = results.get(name)
         return None if row is None or "error" in row else row[key]
 
+    def recipes_with(variant: str) -> list[str]:
+        """The recipe cases' common names (``recipe_<stem>``) that ran ``variant``."""
+        return sorted({n.removesuffix(f"_{variant}") for n in results
+                       if n.startswith("recipe_") and n.endswith(f"_{variant}")})
+
+    def step_ratios(name: str, a: str, b: str) -> dict[str, float | None]:
+        """Variant ``a``'s step and generation seconds over variant ``b``'s, for the recipe cases ``name``."""
+        return {f"ratio_{a}_vs_{b}": _ratio(value(f"{name}_{a}", "median_step_s"),
+                                            value(f"{name}_{b}", "median_step_s")),
+                f"ratio_generation_{a}_vs_{b}": _ratio(value(f"{name}_{a}", "median_generation_s"),
+                                                        value(f"{name}_{b}", "median_generation_s"))}
+
     by_group = {}
     for group in groups:
         ours = value(f"ours_n2_g{group}", "median_step_s")
@@ -647,16 +659,9 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
     }
     passed = {name: None if ratios[name] is None else bool(ratios[name] <= target) for name, target in TARGETS.items()}
     by_recipe: dict[str, dict[str, Any]] = {}
-    recipes = sorted({n.removesuffix("_shared") for n in results if n.startswith("recipe_") and n.endswith("_shared")})
-    for name in recipes:
-        by_recipe[name.removeprefix("recipe_")] = {
-            "ratio_shared_vs_repeated": _ratio(value(f"{name}_shared", "median_step_s"),
-                                               value(f"{name}_repeated", "median_step_s")),
-            "ratio_generation_shared_vs_repeated": _ratio(value(f"{name}_shared", "median_generation_s"),
-                                                          value(f"{name}_repeated", "median_generation_s")),
-        }
-    graphed = sorted({n.removesuffix("_graphs") for n in results if n.startswith("recipe_") and n.endswith("_graphs")})
-    for name in graphed:
+    for name in recipes_with("shared"):
+        by_recipe[name.removeprefix("recipe_")] = step_ratios(name, "shared", "repeated")
+    for name in recipes_with("graphs"):
         graphs, eager = results.get(f"{name}_graphs", {}), results.get(f"{name}_eager", {})
         tokens = value(f"{name}_graphs", "median_completion_tokens")
         by_recipe[name.removeprefix("recipe_")] = {
@@ -685,16 +690,11 @@ def compare(results: dict[str, dict[str, Any]], groups: Sequence[int]) -> dict[s
                 "compiled_graph_decode": compiled.get("graph_decode"),
                 "compiled_error": compiled.get("error"),
             })
-    stopped = sorted({n.removesuffix("_stopped") for n in results
-                      if n.startswith("recipe_") and n.endswith("_stopped")})
-    for name in stopped:  # --recipe-compare stops: the same steps sampled and trained up to each reply's end, or not
+    for name in recipes_with("stopped"):  # --recipe-compare stops: steps sampled and trained up to each reply's end
         by_recipe[name.removeprefix("recipe_")] = {
             "step_s": value(f"{name}_stopped", "median_step_s"),
             "unstopped_step_s": value(f"{name}_unstopped", "median_step_s"),
-            "ratio_stopped_vs_unstopped": _ratio(value(f"{name}_stopped", "median_step_s"),
-                                                 value(f"{name}_unstopped", "median_step_s")),
-            "ratio_generation_stopped_vs_unstopped": _ratio(value(f"{name}_stopped", "median_generation_s"),
-                                                            value(f"{name}_unstopped", "median_generation_s")),
+            **step_ratios(name, "stopped", "unstopped"),
             "completion_tokens_per_step": value(f"{name}_stopped", "median_completion_tokens"),
             "unstopped_completion_tokens_per_step": value(f"{name}_unstopped", "median_completion_tokens"),
         }
