@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 
 from llm_marl_envs.core.config import EnvConfig, check_choice, check_positive
 from llm_marl_envs.core.tasks import SPLITS
-from llm_marl_envs.envs.coding.roles import DEFAULT_SCHEME, MAGRPO_DEFAULT_SCHEME, MAGRPO_SCHEMES, check_scheme
+from llm_marl_envs.envs.coding.roles import (
+    DEFAULT_SCHEME,
+    MAGRPO_DEFAULT_SCHEME,
+    MAGRPO_SCHEMES,
+    check_coder_briefs,
+    check_scheme,
+)
 from llm_marl_envs.sandbox import BACKENDS, Executor
 
 MAGRPO_HARNESSES: tuple[str, ...] = ("strict", "official")
@@ -76,11 +82,15 @@ class CodingConfig(EnvConfig):
     coder writes a whole candidate, the visible tests pick), ``"magrpo"`` (MAGRPO's helper/main split),
     ``"magrpo_fallback"`` or ``"author_fixer"``; see :mod:`llm_marl_envs.envs.coding.roles`. ``None`` (the default):
     ``"propose_verify"``, or ``"magrpo"`` under ``reward_mode="magrpo"``. One agent is ``solo`` under every scheme."""
+    coder_briefs: str = "same"
+    """``propose_verify``'s coder instructions (:data:`~llm_marl_envs.envs.coding.roles.CODER_BRIEFS`): ``"same"``
+    (both coders get one instruction) or ``"distinct"`` (each is asked for its own way of writing the function)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.scheme is not None:
             check_scheme(self.scheme)
+        check_coder_briefs(self.coder_briefs, self.team_scheme)
         if self.reward.reward_mode == "magrpo" and self.team.num_agents != 2:
             raise ValueError(
                 f"reward_mode='magrpo' scores MAGRPO's aux/main pair: expected num_agents=2, got {self.team.num_agents}"

@@ -420,7 +420,8 @@ class CodingEnv(CollaborativeTextEnv):
     def __init__(self, config: CodingConfig | None = None, **kwargs: Any) -> None:
         config = CodingConfig.from_arguments(config, **kwargs)
         tasks = load_coding_tasks(config.task.dataset, config.task.split_scheme)
-        super().__init__(coding_team(config.team.num_agents, config.team_scheme), tasks, config, config.task.split)
+        super().__init__(coding_team(config.team.num_agents, config.team_scheme, config.coder_briefs), tasks, config,
+                         config.task.split)
         self.scheme = config.team_scheme
         sandbox = config.sandbox
         if isinstance(sandbox.executor, str):

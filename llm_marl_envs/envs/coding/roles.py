@@ -38,7 +38,8 @@ every scheme.
   run on every candidate and break ties between candidates that pass as many visible tests), 4 the ``verifier``, which
   reads every candidate and its verdicts and names one (``Choice: coder_2``): its choice breaks the ties the tests
   leave. Coders see their own code and each teammate's *results* (visible tests passed, the first failing call), never
-  a teammate's code.
+  a teammate's code. Both coders get one instruction, unless ``coder_briefs="distinct"`` asks each for its own way
+  of writing the function (:data:`CODER_STYLES`).
 * ``"author_fixer"``: the ``author`` writes the entry point; the ``fixer`` reads the author's code and its failing
   visible tests and writes a repaired whole entry point. Both are candidates for the same rule (the fixer's first
   on a tie: a repair that passes as much is the later version). 3 agents add the ``tester``, 4 the ``verifier``.
@@ -106,9 +107,28 @@ def _fallback_main_instruction(task: Task) -> str:
             f"it helps, and keep your own code as a fallback; do not define {HELPER_NAME}.")
 
 
-def _coder_instruction(task: Task) -> str:
-    return (f"Write the function {task['entry_point']} whole: your own candidate. The visible tests pick the team's "
-            f"program among the candidates.")
+def _coder_instruction(task: Task, style: str = "") -> str:
+    return (f"Write the function {task['entry_point']} whole: your own candidate{style}. The visible tests pick the "
+            f"team's program among the candidates.")
+
+
+CODER_STYLES: dict[str, str] = {
+    "coder_1": ", with plain loops and if statements",
+    "coder_2": ", with Python's built-in functions and comprehensions where they fit",
+}
+"""Under ``coder_briefs="distinct"``, what each coder's instruction adds: two ways to write the same function, so
+that the two candidates need not fail on the same tasks (two samples of one prompt fail together: phi 0.37 between
+best of 2's samples, 0.36 between the shipped coders', docs/results/coding-propose-verify/candidates)."""
+CODER_BRIEFS: tuple[str, ...] = ("same", "distinct")
+"""``propose_verify``'s coder instructions: ``"same"`` (the default; both coders get one instruction) or
+``"distinct"`` (each coder is asked for its own way of writing it, :data:`CODER_STYLES`)."""
+
+
+def _styled_coder(name: str) -> Role:
+    def instruction(task: Task) -> str:
+        return _coder_instruction(task, CODER_STYLES[name])
+
+    return Role(name, "Coder", instruction, _problem)
 
 
 def _fixer_instruction(task: Task) -> str:
@@ -202,6 +222,23 @@ def check_scheme(scheme: object) -> str:
     return scheme
 
 
-def coding_team(num_agents: int, scheme: str = DEFAULT_SCHEME) -> tuple[Role, ...]:
-    """The roles of a coding team of ``num_agents`` (1..4) under ``scheme`` (see the module docstring)."""
-    return team_for(_CATALOGUES[check_scheme(scheme)], _SOLO, num_agents)
+def check_coder_briefs(coder_briefs: object, scheme: str) -> str:
+    """``coder_briefs`` if it is one of :data:`CODER_BRIEFS` and ``scheme`` has coders to brief (``"distinct"`` only
+    under ``"propose_verify"``), else a ``TypeError``/``ValueError`` that says so."""
+    if not isinstance(coder_briefs, str):
+        raise TypeError(f"coder_briefs: expected one of {CODER_BRIEFS}, got {type(coder_briefs).__name__}")
+    if coder_briefs not in CODER_BRIEFS:
+        raise ValueError(f"coder_briefs: expected one of {CODER_BRIEFS}, got {coder_briefs!r}")
+    if coder_briefs != "same" and scheme != "propose_verify":
+        raise ValueError(f"coder_briefs={coder_briefs!r} briefs propose_verify's two coders; scheme {scheme!r} has "
+                         "none (its roles already differ)")
+    return coder_briefs
+
+
+def coding_team(num_agents: int, scheme: str = DEFAULT_SCHEME, coder_briefs: str = "same") -> tuple[Role, ...]:
+    """The roles of a coding team of ``num_agents`` (1..4) under ``scheme`` (see the module docstring), its coders
+    briefed by ``coder_briefs`` (:data:`CODER_BRIEFS`)."""
+    catalogue = _CATALOGUES[check_scheme(scheme)]
+    if check_coder_briefs(coder_briefs, scheme) == "distinct":
+        catalogue = (_styled_coder("coder_1"), _styled_coder("coder_2"), *catalogue[2:])
+    return team_for(catalogue, _SOLO, num_agents)
