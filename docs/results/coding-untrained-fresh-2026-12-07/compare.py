@@ -9,6 +9,7 @@ credit is > 0; then the untrained team of 4, new words − old words, and of 2 o
 ``figures.json``.
 """
 
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study.report import compare_pairs, decoding_stops, precisions, read_episodes
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "coding-propose-verify"))
+from paired import credit_shares  # noqa: E402  (the coding results' own reading of credit)
+
 METRICS = ("pass_rate", "success", "turns", "critical_path_tokens", "completion_tokens")
 # The plan's reading: (1) the target, untrained − single, per size; (2) coding-4 − single and − untrained.
 PAIRS = {2: [("untrained", "single")],
@@ -32,8 +36,7 @@ def described(rows: list[dict]) -> dict:
                        "any_heldout_test_passed": sum(r["pass_rate"] > 0 for r in played) / len(played)}
         agents = sorted({a for r in played for a in r["contributions"]})
         if len(agents) > 1:
-            entry["credit_positive"] = {a: sum((r["contributions"].get(a) or 0) > 0 for r in played) / len(played)
-                                        for a in agents}
+            entry["credit_positive"] = credit_shares(played, agents)
         out[condition] = entry
         print(f"  {condition} ({len(played)} episodes): {entry}")
     return out

@@ -5,6 +5,7 @@ episodes the quorum ended, which agents made it up.
     python compare.py          # reads study-all/ and study-half/, writes figures.json
 """
 
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study.report import compare_pairs, quorum_makeup, read_episodes
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from endings import MAKEUP  # noqa: E402  (endings.py's names for who made up the quorum)
+
 METRICS = ("turns", "critical_path_tokens", "completion_tokens", "pass_rate", "success")
 CODERS = frozenset({"coder_1", "coder_2"})
 
@@ -34,7 +38,7 @@ def main() -> None:
     # Who was finished in the episodes the quorum ended (the `finished` column, logged from 5be81ef on: it landed
     # after study-all began and before study-half did, and only study-half's rows are read here).
     counts = quorum_makeup((r for r in rows if r["condition"] == "trained_half"), CODERS)
-    makeup = {("no coder", "one coder", "both coders")[n] + " among them": k for n, k in counts.items()}
+    makeup = {MAKEUP[n] + " among them": k for n, k in counts.items()}
     figures["quorum_done_finished_agents"] = dict(sorted(makeup.items()))
     print(f"the {sum(counts.values())} episodes the quorum ended, by who was finished: {dict(sorted(makeup.items()))}")
     write_figures_json(HERE / "figures.json", figures)
