@@ -9,7 +9,7 @@ from envs_helpers import coding_env, default_coding_env
 from llm_marl_envs.envs.coding.contribution import coder_contributions, fixer_contribution, verifier_contribution
 from llm_marl_envs.envs.coding.env import CANDIDATE_TESTS_LABEL
 from llm_marl_envs.envs.coding.program import CandidateResult, normalized_code, select_candidate, verifier_choice
-from llm_marl_envs.envs.coding.roles import MAIN_CALL_START, SCHEMES, coding_team
+from llm_marl_envs.envs.coding.roles import CODER_STYLES, MAIN_CALL_START, SCHEMES, coding_team
 from llm_marl_envs.registry import make_env
 
 TASK = "HumanEval/0"  # has_close_elements(numbers, threshold)
@@ -81,6 +81,36 @@ def test_fallback_main_opens_on_its_own_first_line() -> None:
     assert MAIN_CALL_START not in env.reply_prefix("main")
     assert env.reply_prefix("main").endswith("def has_close_elements(numbers: List[float], threshold: float) -> bool:")
     assert "fallback" in env.chat_messages("main")[1]["content"]
+
+
+@pytest.mark.parametrize("num_agents", [2, 3, 4])
+def test_distinct_coder_briefs_ask_each_coder_for_its_own_way_and_change_nothing_else(num_agents: int) -> None:
+    briefed = default_coding_env(num_agents=num_agents, coder_briefs="distinct")
+    plain = default_coding_env(num_agents=num_agents)
+    assert briefed.possible_agents == plain.possible_agents
+    for env in (briefed, plain):
+        env.reset(seed=0, options={"task_id": TASK})
+    for agent in plain.possible_agents:
+        text, plain_text = briefed.chat_messages(agent)[1]["content"], plain.chat_messages(agent)[1]["content"]
+        assert briefed.reply_prefix(agent) == plain.reply_prefix(agent)
+        if agent in CODER_STYLES:
+            # The coder's instruction gains its own style clause, and nothing else moves.
+            assert text == plain_text.replace("your own candidate.", f"your own candidate{CODER_STYLES[agent]}.")
+            assert text != plain_text
+        else:
+            assert text == plain_text
+    assert CODER_STYLES["coder_1"] != CODER_STYLES["coder_2"]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"coder_briefs": "loops"}, ValueError, r"coder_briefs: expected one of \('same', 'distinct'\)"),
+    ({"coder_briefs": None}, TypeError, "coder_briefs: expected one of"),
+    ({"coder_briefs": "distinct", "scheme": "author_fixer"}, ValueError, "scheme 'author_fixer' has none"),
+    ({"coder_briefs": "distinct", "scheme": "magrpo"}, ValueError, "scheme 'magrpo' has none"),
+])
+def test_bad_coder_briefs_get_a_clear_error(kwargs: dict[str, object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        make_env("coding", num_agents=2, similarity="tfidf", executor="local", **kwargs)
 
 
 @pytest.mark.parametrize(("value", "error"), [("bogus", ValueError), ("", ValueError), (3, TypeError)])

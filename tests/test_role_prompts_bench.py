@@ -55,6 +55,56 @@ def test_a_role_is_scored_on_what_its_replies_pass_and_paired_with_solo_by_task(
     assert all("You are coder_2, with coder_1." in text for agent, text in policy.seen if agent == "coder_2")
 
 
+class OnePassingSample:
+    """Of each batch of 3 samples, passes one: ``solo``'s and ``coder_1``'s first, ``coder_2``'s last."""
+
+    def __init__(self, reference: dict[str, str]) -> None:
+        self.reference = reference
+        self.seen: dict[str, str] = {}
+
+    def act(self, requests: list[Any], settings: Any) -> list[str]:
+        agent = requests[0].agent
+        self.seen[agent] = requests[0].observation
+        signature = requests[0].chat[-1][1].split("\n", 1)[1]
+        right = f"```python\n{self.reference[signature.split('(', 1)[0].removeprefix('def ')]}\n```"
+        wrong = f"```python\n{signature}\n    return None\n```"
+        passing = len(requests) - 1 if agent == "coder_2" else 0
+        return [right if index == passing else wrong for index in range(len(requests))]
+
+
+def test_the_best_of_two_figure_pairs_samples_drawn_with_different_random_numbers() -> None:
+    from llm_marl_envs import coding_v0
+
+    env = coding_v0.parallel_env(num_agents=1, dataset="humaneval", split="train", executor="local")
+    reference = {}
+    for task_id in env.task_source.ids("train")[:2]:
+        task = env.task_source.get(task_id)
+        reference[task["entry_point"]] = task["reference_solution"]
+    policy = OnePassingSample(reference)
+    result = role_prompts.run(scheme="propose_verify", team_size=2, tasks=2, samples=3, executor="local",
+                              policy=policy, team_options={"coder_briefs": "distinct"})
+    # solo [1, 0, 0]: of its 6 ordered pairs, 2 fail together. coder_1 [1, 0, 0] with coder_2 [0, 0, 1]: of the 6
+    # pairs with different indices, 3 fail together.
+    assert [row["pairs"] for row in result["per_task"]] == [{"solo+solo": 1 - 2 / 6, "coder_1+coder_2": 0.5}] * 2
+    assert result["pairs"]["team_minus_solo"] == {"mean": pytest.approx(0.5 - 4 / 6), "ci_low": None,
+                                                  "ci_high": None, "p": None}
+    assert result["team_options"] == {"coder_briefs": "distinct"}
+    assert result["precision"] == {"dtype": None, "device": None}  # a scripted policy holds no weights
+    # The team's env took the option: each coder was asked for its own way.
+    assert "plain loops" in policy.seen["coder_1"] and "built-in functions" in policy.seen["coder_2"]
+    assert "plain loops" not in policy.seen["solo"]
+
+
+def test_pairs_of_one_prompt_and_of_two_leave_out_the_samples_that_share_random_numbers() -> None:
+    assert role_prompts.pair_any_passes([1, 0, 0]) == pytest.approx(1 - 2 / 6)
+    assert role_prompts.pair_any_passes([0, 1], [0, 1]) == 1.0  # the pair (0, 0) shares sample 0's seed
+    assert role_prompts.pair_any_passes([0, 0, 0, 0]) == 0.0
+    with pytest.raises(ValueError, match="one length >= 2"):
+        role_prompts.pair_any_passes([1])
+    with pytest.raises(ValueError, match="one length >= 2"):
+        role_prompts.pair_any_passes([1, 0], [1, 0, 0])
+
+
 def test_the_paired_difference_has_a_ci_when_the_differences_vary() -> None:
     difference = role_prompts.paired_difference([0.5, 0.0, 1.0, 0.25], [0.0, 0.0, 0.5, 0.5])
     assert difference["mean"] == pytest.approx(0.1875)
@@ -77,3 +127,5 @@ def test_a_tiny_run_on_the_default_model_writes_its_json(tmp_path: Path) -> None
         assert 0.0 <= result["summary"][name]["visible_share"] <= 1.0
     assert set(result["summary"]["coder_1"]) == {"all_visible", "visible_share", "all_visible_minus_solo",
                                                  "visible_share_minus_solo"}
+    assert set(result["pairs"]) == {"solo+solo", "coder_1+coder_2", "team_minus_solo"}
+    assert result["stop_at_reply_end"] is True and result["precision"]["dtype"] in ("float32", "bfloat16")

@@ -62,7 +62,9 @@ fields as flat keywords, validated with errors that name the field:
 
 * team: `num_agents` (1 = single agent / GRPO, to 4); `scheme` (above: `"propose_verify"`, the default, `"magrpo"`
   — the default under `reward_mode="magrpo"` —, `"magrpo_fallback"`, `"author_fixer"`; another name is a `ValueError`
-  that lists them);
+  that lists them); `coder_briefs` (`propose_verify` only: `"same"`, the default, one instruction for both coders, or
+  `"distinct"`, which asks `coder_1` for plain loops and `coder_2` for built-ins, so that their candidates need not
+  fail together);
 * task: `dataset` — `"humaneval"` (164, offline), `"decomposable"` (66 problems written for this project, offline),
   `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema; `split` (`"train"`/`"eval"`);
   `split_scheme` (`"hash"`, or `"official"`: MAGRPO's slices); `magrpo_harness` (`"strict"`, or `"official"`: the
