@@ -4,6 +4,7 @@
     python compare.py      # in this folder; prints the three comparisons and writes figures.json
 """
 
+import json
 from pathlib import Path
 
 from llm_marl_benchmarks.figures_json import write_figures_json
@@ -14,8 +15,6 @@ PAIR = "coder_1+coder_2"
 
 
 def main() -> None:
-    import json
-
     runs = {name: json.loads((HERE / f"{name}.json").read_text()) for name in ("same", "distinct")}
     same, distinct = (runs[name]["per_task"] for name in ("same", "distinct"))
     assert [r["task"] for r in same] == [r["task"] for r in distinct], "the runs must hold the same tasks"
