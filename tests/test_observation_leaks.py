@@ -228,10 +228,12 @@ def test_candidate_schemes_run_time_text_reaches_no_one(vector: str, scheme: str
         assert token in json.dumps(env.state(), default=str), "the canary must have been produced"
 
 
-@pytest.mark.parametrize("scheme", sorted(CANDIDATES))
+@pytest.mark.parametrize(("scheme", "coder_briefs"), [(scheme, "same") for scheme in sorted(CANDIDATES)]
+                         + [("propose_verify", "distinct")])
 @pytest.mark.parametrize("num_agents", [2, 3, 4])
-def test_candidate_schemes_show_code_only_to_the_roles_that_read_it(scheme: str, num_agents: int) -> None:
-    env = coding_env(num_agents=num_agents, scheme=scheme)
+def test_candidate_schemes_show_code_only_to_the_roles_that_read_it(scheme: str, coder_briefs: str,
+                                                                    num_agents: int) -> None:
+    env = coding_env(num_agents=num_agents, scheme=scheme, coder_briefs=coder_briefs)
     for planter in CANDIDATES[scheme]:
         token = _canary()
         planted = f"def {ENTRY}(numbers, threshold):\n    # {token}\n    return None\n"
