@@ -89,3 +89,17 @@ def test_the_committed_poolings_are_recognised_as_their_own(
     assert paired.main(folders) == 0
     assert "left as it is" in capsys.readouterr().out
     assert (tmp_path / target).read_bytes() == (FOLDER / target).read_bytes()
+
+
+def test_a_training_runs_steps_are_summed_up_from_its_metrics(paired: ModuleType, tmp_path: Path) -> None:
+    """``training_steps``, which the results' compare scripts use for each run's cost a step."""
+    steps = [{"completion_tokens": 100 * (i + 1), "completions": 32, "step_time": 10.0 + i,
+              "generation_time": 4.0, "reward": float(i)} for i in range(12)]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("\n".join(json.dumps(s) for s in steps) + "\n\n")
+    summary = paired.training_steps(path)
+    assert summary["steps"] == 12
+    assert summary["completion_tokens_per_step"] == pytest.approx(650.0)
+    assert summary["seconds_per_step"] == pytest.approx(15.5)
+    assert summary["train_reward_first_10"] == pytest.approx(4.5)  # steps 0-9
+    assert summary["train_reward_last_10"] == pytest.approx(6.5)  # steps 2-11

@@ -20,6 +20,7 @@ as it is.
 import argparse
 import json
 import os
+import statistics
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -45,6 +46,19 @@ def credit_shares(rows: list[dict], agents: Iterable[str] | None = None) -> dict
         return {}
     names = sorted(agents if agents is not None else {a for r in rows for a in r["contributions"]})
     return {a: sum((r["contributions"].get(a) or 0) > 0 for r in rows) / len(rows) for a in names}
+
+
+def training_steps(path: Path) -> dict:
+    """A training run's ``metrics.jsonl`` summed up: step count, mean completion tokens, completions, seconds and
+    generation seconds a step, and the mean train reward of its first and last 10 steps."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {"steps": len(rows),
+            "completion_tokens_per_step": statistics.fmean(r["completion_tokens"] for r in rows),
+            "completions_per_step": statistics.fmean(r["completions"] for r in rows),
+            "seconds_per_step": statistics.fmean(r["step_time"] for r in rows),
+            "generation_seconds_per_step": statistics.fmean(r["generation_time"] for r in rows),
+            "train_reward_first_10": statistics.fmean(r["reward"] for r in rows[:10]),
+            "train_reward_last_10": statistics.fmean(r["reward"] for r in rows[-10:])}
 
 
 def _within(old: object, new: object) -> bool:

@@ -9,8 +9,6 @@ the look, a description) and each run's completion tokens and seconds a step; it
 team against its untrained team and one agent: ``python ../paired.py 2-stopped/study``.
 """
 
-import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -19,21 +17,9 @@ from llm_marl_benchmarks.study.report import compare_pairs, precisions
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from paired import METRICS, credit_shares, load  # noqa: E402  (the results folder's own reading)
+from paired import METRICS, credit_shares, load, training_steps  # noqa: E402  (the results folder's own reading)
 
 SHIPPED_RUN = HERE.parents[3] / "baselines" / "teams" / "coding-2" / "metrics.jsonl"
-
-
-def steps(path: Path) -> dict:
-    """A training run's mean completion tokens, completions and seconds a step (and its step count)."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {"steps": len(rows),
-            "completion_tokens_per_step": statistics.fmean(r["completion_tokens"] for r in rows),
-            "completions_per_step": statistics.fmean(r["completions"] for r in rows),
-            "seconds_per_step": statistics.fmean(r["step_time"] for r in rows),
-            "generation_seconds_per_step": statistics.fmean(r["generation_time"] for r in rows),
-            "train_reward_first_10": statistics.fmean(r["reward"] for r in rows[:10]),
-            "train_reward_last_10": statistics.fmean(r["reward"] for r in rows[-10:])}
 
 
 def main() -> None:
@@ -57,7 +43,7 @@ def main() -> None:
     for name, path in (("stopped run (float32 base, this 2-core AMD EPYC)", HERE / "team" / "metrics.jsonl"),
                        ("shipped run (bf16 base, a 2-core CPU with native bf16)", SHIPPED_RUN)):
         if path.exists():
-            figures[f"training: {name}"] = steps(path)
+            figures[f"training: {name}"] = training_steps(path)
             print(f"training, {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in figures[f"training: {name}"].items()))
     write_figures_json(HERE / "figures.json", figures)
 
