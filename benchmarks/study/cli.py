@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", choices=tuple(PRESETS), default="full",
                         help="full: the seeds' 6,000-episode design; main: the shipped 2-agent teams vs the "
                              "untrained team and one agent, 16 pairs per env, under 10 min on 2 CPU cores; results: "
-                             "the README's results table (sizes 2-4); smoke: trains briefly, checks the machinery "
-                             "(default: full)")
+                             "the results tables of docs/results.md (sizes 2-4); smoke: trains briefly, checks the "
+                             "machinery (default: full)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: runs/study-PRESET)")
     design = parser.add_argument_group("design (defaults from the preset)")
     design.add_argument("--envs", nargs="+", default=None, metavar="ENV", help=f"of {list(ENV_NAMES)}")

@@ -402,7 +402,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "teams": "builtin",
     },
     "results": {
-        # The README's results table: held-out tasks of each env, 40 pairs per env and condition at size 2 and 24 at
+        # docs/results.md's tables: held-out tasks of each env, 40 pairs per env and condition at size 2 and 24 at
         # sizes 3 and 4 (the trained condition only where a team of that size ships), with the adapters-off team and
         # MAGRPO's one-shot single agent beside the seeds' three conditions, and in the coding cells one agent's best
         # of n (as many candidates a turn as the team has agents, the same selection rule).
@@ -423,7 +423,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 """Named designs: ``full`` is the seeds' 6,000-episode design; ``main`` the main job (shipped teams, minutes);
-``results`` the README's results table; ``smoke`` checks the machinery quickly. ``teams``: where the trained
+``results`` the tables of docs/results.md; ``smoke`` checks the machinery quickly. ``teams``: where the trained
 condition's teams come from when neither ``--adapters`` nor ``--train`` says (``builtin``: the shipped teams, and a
 team size none ships plays without the trained condition; ``train``: train them first)."""
 

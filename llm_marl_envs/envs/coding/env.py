@@ -31,7 +31,7 @@ under every scheme.
 
 `"propose_verify"` is the default because at the default model's scale the `aux`/`main` split loses to one agent and
 independent candidates do not (train split, untrained team of 2 against one agent, 10 pairs: 0.108 vs 0.075; `magrpo`
-0.050; the held-out figures are in the README, "Coding: the `propose_verify` scheme"). `"magrpo"` keeps MAGRPO's
+0.050; the held-out figures are in docs/results.md, "Coding: the `propose_verify` scheme"). `"magrpo"` keeps MAGRPO's
 split exactly (the official setting, for larger models and faithful comparisons), and is what `reward_mode="magrpo"`
 plays when no scheme is named.
 In `"magrpo_fallback"` a wrong helper need not sink the program (MAGRPO names "aux errors break main if fallback

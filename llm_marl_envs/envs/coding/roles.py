@@ -27,8 +27,8 @@ every scheme.
 
 * ``"magrpo"``: the roles above, exactly as MAGRPO splits the task (``aux``/``main``, then ``tester``, ``reviewer``);
   ``main``'s reply is started with ``result = aux(``. The official setting, and the scheme ``reward_mode="magrpo"``
-  picks when none is named; at the default model's scale the split loses to one agent (README, "Coding: the
-  ``propose_verify`` scheme").
+  picks when none is named; at the default model's scale the split loses to one agent (docs/results.md,
+  "Coding: the ``propose_verify`` scheme").
 * ``"magrpo_fallback"``: the same roles and program, but ``main`` is not forced to open with the call: its reply
   starts at the signature, and it is asked to keep its own code as a fallback where ``aux`` might fail (MAGRPO's
   teams find this "fallback" scheme when main's first line is free; a wrong helper then need not sink the program).
