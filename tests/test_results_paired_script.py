@@ -103,3 +103,13 @@ def test_a_training_runs_steps_are_summed_up_from_its_metrics(paired: ModuleType
     assert summary["seconds_per_step"] == pytest.approx(15.5)
     assert summary["train_reward_first_10"] == pytest.approx(4.5)  # steps 0-9
     assert summary["train_reward_last_10"] == pytest.approx(6.5)  # steps 2-11
+
+
+def test_a_teams_credit_shares_and_any_pass_share_go_into_the_figures(paired: ModuleType) -> None:
+    played = [{"pass_rate": 0.5, "contributions": {"coder_1": 0.5, "coder_2": 0.0}},
+              {"pass_rate": 0.0, "contributions": {"coder_1": 0.0, "coder_2": 0.0}},
+              {"pass_rate": 1.0, "contributions": {"coder_1": 1.0, "coder_2": 1.0}},
+              {"pass_rate": 0.0, "contributions": {"coder_1": 0.0, "coder_2": None}}]
+    figures: dict = {}
+    paired.team_credit("team", played, figures)
+    assert figures == {"team, credit > 0": {"coder_1": 0.5, "coder_2": 0.25}, "team, passes any held-out test": 0.5}

@@ -48,6 +48,16 @@ def credit_shares(rows: list[dict], agents: Iterable[str] | None = None) -> dict
     return {a: sum((r["contributions"].get(a) or 0) > 0 for r in rows) / len(rows) for a in names}
 
 
+def team_credit(name: str, played: list[dict], figures: dict) -> None:
+    """Into ``figures``, under ``name``: each agent's share of ``played`` with credit > 0, and the share of episodes
+    whose program passes any held-out test (what bounds the first); printed as a line."""
+    shares = credit_shares(played)
+    passes_any = sum(float(r["pass_rate"]) > 0 for r in played) / max(len(played), 1)
+    figures[f"{name}, credit > 0"] = shares
+    figures[f"{name}, passes any held-out test"] = passes_any
+    print(f"{name} ({len(played)} episodes): credit > 0 {shares}; passes any held-out test {passes_any:.0%}")
+
+
 def training_steps(path: Path) -> dict:
     """A training run's ``metrics.jsonl`` summed up: step count, mean completion tokens, completions, seconds and
     generation seconds a step, and the mean train reward of its first and last 10 steps."""

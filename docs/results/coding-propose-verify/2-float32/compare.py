@@ -21,7 +21,7 @@ from llm_marl_benchmarks.study.report import compare_pairs, precisions
 HERE = Path(__file__).resolve().parent
 STOPPED = HERE.parent / "2-stopped"
 sys.path.insert(0, str(HERE.parent))
-from paired import METRICS, credit_shares, load, training_steps  # noqa: E402  (the results folder's own reading)
+from paired import METRICS, load, team_credit, training_steps  # noqa: E402  (the results folder's own reading)
 
 SHIPPED_RUN = HERE.parents[3] / "baselines" / "teams" / "coding-2" / "metrics.jsonl"
 
@@ -44,11 +44,7 @@ def main() -> None:
         print(f"--- {read}")
         figures[read] = compare_pairs(rows, pairs, METRICS, "coding", size=2, echo=True)
     for name, played in (("float32", float32), ("shipped", shipped), ("stopped", stopped)):
-        shares = credit_shares(played)
-        figures[f"{name}, credit > 0"] = shares
-        figures[f"{name}, passes any held-out test"] = sum(r["pass_rate"] > 0 for r in played) / max(len(played), 1)
-        print(f"{name} ({len(played)} episodes): credit > 0 {shares}; passes any held-out test "
-              f"{figures[f'{name}, passes any held-out test']:.0%}")
+        team_credit(name, played, figures)
     for name, path in (("float32 run (float32 base, a 2-core AMD EPYC)", HERE / "team" / "metrics.jsonl"),
                        ("stopped run (float32 base, a 2-core AMD EPYC)", STOPPED / "team" / "metrics.jsonl"),
                        ("shipped run (bf16 base, a 2-core CPU with native bf16)", SHIPPED_RUN)):

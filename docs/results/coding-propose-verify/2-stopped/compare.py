@@ -17,7 +17,7 @@ from llm_marl_benchmarks.study.report import compare_pairs, precisions
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from paired import METRICS, credit_shares, load, training_steps  # noqa: E402  (the results folder's own reading)
+from paired import METRICS, load, team_credit, training_steps  # noqa: E402  (the results folder's own reading)
 
 SHIPPED_RUN = HERE.parents[3] / "baselines" / "teams" / "coding-2" / "metrics.jsonl"
 
@@ -30,11 +30,7 @@ def main() -> None:
     print(f"precision: {[(p['dtype'], p['episodes']) for p in figures['precision']]}")
     figures["stopped - shipped"] = compare_pairs(rows, [("stopped", "shipped")], METRICS, "coding", size=2, echo=True)
     for name, played in (("stopped", new), ("shipped", shipped)):
-        shares = credit_shares(played)
-        figures[f"{name}, credit > 0"] = shares
-        figures[f"{name}, passes any held-out test"] = sum(r["pass_rate"] > 0 for r in played) / max(len(played), 1)
-        print(f"{name} ({len(played)} episodes): credit > 0 {shares}; passes any held-out test "
-              f"{figures[f'{name}, passes any held-out test']:.0%}")
+        team_credit(name, played, figures)
     # Added after the look (a description, not the plan's rule): the shipped coding-2 against the untrained team and
     # one agent of the same pairs, its first fresh look under today's defaults in float32.
     base = [r for r in load(HERE / "study") if r["condition"] in ("untrained", "single")]
