@@ -27,7 +27,7 @@ chosen one on fresh seeds (``--first-seed``) and then once on the held-out tasks
 plays them with that many finished agents ending an episode (their ``end_quorum`` setting). The code reads only
 APIs an older checkout has too, so the same file measures it
 (``PYTHONPATH=CHECKOUT python -m llm_marl_benchmarks.default_team`` from a copy in that checkout): that is how the
-README's before/after figures were made.
+before/after figures of docs/results.md ("Can the untrained team play the final envs?") were made.
 
     python -m llm_marl_benchmarks.default_team [--episodes 24] [--split eval] [--max-turns 4] [--conditions ...]
                                       [--max-new-tokens N] [--done-offer TEXT] [--first-seed N]
