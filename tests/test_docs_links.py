@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIPPED_PARTS = {".git", ".venv", "node_modules", ".pytest_cache"}
+# Not the project's own pages: tools' folders, and run and build outputs a session may leave in the tree.
+SKIPPED_PARTS = {".git", ".venv", "node_modules", ".pytest_cache", "runs", "build", "dist"}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"```.*?```", re.S)
 
