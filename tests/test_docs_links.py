@@ -1,6 +1,6 @@
 """Every relative link in the project's Markdown (the README, docs/, each results folder's notes) points at a file or
 folder that exists, so moving a page or a results folder cannot leave the front door pointing nowhere. The study's
-generated ``report.md`` files are left out: they link plots the results folders do not commit."""
+generated ``report.md`` files are left out: they link plots most results folders do not commit."""
 
 from __future__ import annotations
 
