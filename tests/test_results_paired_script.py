@@ -113,3 +113,12 @@ def test_a_teams_credit_shares_and_any_pass_share_go_into_the_figures(paired: Mo
     figures: dict = {}
     paired.team_credit("team", played, figures)
     assert figures == {"team, credit > 0": {"coder_1": 0.5, "coder_2": 0.25}, "team, passes any held-out test": 0.5}
+
+
+def test_training_figures_sum_up_each_run_that_exists_under_its_name(paired: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"completion_tokens": 10, "completions": 4, "step_time": 2.0, "generation_time": 1.0,
+                                "reward": 0.5}) + "\n")
+    figures: dict = {}
+    paired.training_figures({"run": path, "gone": tmp_path / "missing.jsonl"}, figures, prefix="4. training: ")
+    assert list(figures) == ["4. training: run"] and figures["4. training: run"]["seconds_per_step"] == 2.0

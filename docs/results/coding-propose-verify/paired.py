@@ -71,6 +71,15 @@ def training_steps(path: Path) -> dict:
             "train_reward_last_10": statistics.fmean(r["reward"] for r in rows[-10:])}
 
 
+def training_figures(runs: dict[str, Path], figures: dict, prefix: str = "training: ") -> None:
+    """Into ``figures``, under ``prefix + name``: :func:`training_steps` of each run in ``runs`` (name -> its
+    ``metrics.jsonl``) that exists; printed a line each."""
+    for name, path in runs.items():
+        if path.exists():
+            figures[prefix + name] = summary = training_steps(path)
+            print(f"training, {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in summary.items()))
+
+
 def _within(old: object, new: object) -> bool:
     """Whether every value of ``old`` is in ``new`` at the same place (``new`` may hold more keys)."""
     if isinstance(old, dict):

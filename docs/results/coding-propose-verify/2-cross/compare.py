@@ -23,7 +23,7 @@ from llm_marl_envs.envs.coding.tasks import load_humaneval
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from paired import load, training_steps  # noqa: E402  (the results folder's own reading)
+from paired import load, training_figures  # noqa: E402  (the results folder's own reading)
 
 CROSS, CONTROL = "cross", "control"
 RUNS = {"cross": HERE / "team" / "metrics.jsonl",
@@ -104,10 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     figures["held-out look follows"] = gain_above and sent_not_below
     print(f"\nthe plan's rule: second candidate's gain above the control's: {gain_above}; sent pass rate at least "
           f"best of 2's: {sent_not_below} -> held-out look follows: {figures['held-out look follows']}")
-    for name, path in RUNS.items():
-        if path.exists():
-            figures[f"training: {name}"] = training_steps(path)
-            print(f"training, {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in figures[f"training: {name}"].items()))
+    training_figures(RUNS, figures)
     write_figures_json(args.out, figures)
 
 

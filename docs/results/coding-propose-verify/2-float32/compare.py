@@ -21,7 +21,7 @@ from llm_marl_benchmarks.study.report import compare_pairs, precisions
 HERE = Path(__file__).resolve().parent
 STOPPED = HERE.parent / "2-stopped"
 sys.path.insert(0, str(HERE.parent))
-from paired import METRICS, load, team_credit, training_steps  # noqa: E402  (the results folder's own reading)
+from paired import METRICS, load, team_credit, training_figures  # noqa: E402  (the results folder's own reading)
 
 SHIPPED_RUN = HERE.parents[3] / "baselines" / "teams" / "coding-2" / "metrics.jsonl"
 
@@ -45,12 +45,10 @@ def main() -> None:
         figures[read] = compare_pairs(rows, pairs, METRICS, "coding", size=2, echo=True)
     for name, played in (("float32", float32), ("shipped", shipped), ("stopped", stopped)):
         team_credit(name, played, figures)
-    for name, path in (("float32 run (float32 base, a 2-core AMD EPYC)", HERE / "team" / "metrics.jsonl"),
-                       ("stopped run (float32 base, a 2-core AMD EPYC)", STOPPED / "team" / "metrics.jsonl"),
-                       ("shipped run (bf16 base, a 2-core CPU with native bf16)", SHIPPED_RUN)):
-        if path.exists():
-            figures[f"4. training: {name}"] = training_steps(path)
-            print(f"training, {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in figures[f"4. training: {name}"].items()))
+    training_figures({"float32 run (float32 base, a 2-core AMD EPYC)": HERE / "team" / "metrics.jsonl",
+                      "stopped run (float32 base, a 2-core AMD EPYC)": STOPPED / "team" / "metrics.jsonl",
+                      "shipped run (bf16 base, a 2-core CPU with native bf16)": SHIPPED_RUN},
+                     figures, prefix="4. training: ")
     write_figures_json(HERE / "figures.json", figures)
 
 

@@ -17,7 +17,7 @@ from llm_marl_benchmarks.study.report import compare_pairs, precisions
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from paired import METRICS, load, team_credit, training_steps  # noqa: E402  (the results folder's own reading)
+from paired import METRICS, load, team_credit, training_figures  # noqa: E402  (the results folder's own reading)
 
 SHIPPED_RUN = HERE.parents[3] / "baselines" / "teams" / "coding-2" / "metrics.jsonl"
 
@@ -36,11 +36,8 @@ def main() -> None:
     base = [r for r in load(HERE / "study") if r["condition"] in ("untrained", "single")]
     figures["beside it: shipped - untrained, single"] = compare_pairs(
         [*shipped, *base], [("shipped", "untrained"), ("shipped", "single")], METRICS, "coding", size=2, echo=True)
-    for name, path in (("stopped run (float32 base, this 2-core AMD EPYC)", HERE / "team" / "metrics.jsonl"),
-                       ("shipped run (bf16 base, a 2-core CPU with native bf16)", SHIPPED_RUN)):
-        if path.exists():
-            figures[f"training: {name}"] = training_steps(path)
-            print(f"training, {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in figures[f"training: {name}"].items()))
+    training_figures({"stopped run (float32 base, this 2-core AMD EPYC)": HERE / "team" / "metrics.jsonl",
+                      "shipped run (bf16 base, a 2-core CPU with native bf16)": SHIPPED_RUN}, figures)
     write_figures_json(HERE / "figures.json", figures)
 
 
