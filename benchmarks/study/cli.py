@@ -64,7 +64,7 @@ from llm_marl_benchmarks.study.execution import (
     run_local,
     run_ray,
 )
-from llm_marl_benchmarks.study.report import decoding_stops, precisions
+from llm_marl_benchmarks.study.report import decoding_stops, precisions, sandboxes
 from llm_marl_envs.core.termination import END_QUORUMS
 from llm_marl_envs.registry import ENV_NAMES, canonical_name
 
@@ -369,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     progress.close()
     figures = {**_figures(len(pending), elapsed, design), "precision": precisions(played),
-               "decoding": decoding_stops(played)}
+               "decoding": decoding_stops(played), "sandbox": sandboxes(played)}
     print(f"[study] {len(pending)} episodes in {elapsed:.1f} s ({figures['episodes_per_minute']:.1f} episodes/min; "
           f"the {FULL_DESIGN_EPISODES:,}-episode design would take about "
           f"{_eta(figures['projected_full_design_s'])} at this pace)", flush=True)

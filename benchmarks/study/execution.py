@@ -371,6 +371,10 @@ def episode_row(
     earlier one's (a figure's episode dynamics, not its outcome: the outcome is the last turn's). ``None`` for an
     env without tests.
 
+    ``sandbox_backend`` (coding): the executor that ran the tests (``docker``, ``bwrap`` or ``local``). The
+    backends give one verdict for one program, except where a test runs near the time limit (``turn_tests``'
+    ``timed_out``), so a log says which machine's sandbox scored it. ``None`` for an env without tests.
+
     ``turn_digests``: per turn, short digests of each agent's prompt and reply (:func:`turn_digests`), so two plays
     of one design can be checked for an exact replay without logging every turn's text.
 
@@ -438,6 +442,7 @@ def episode_row(
         "helper_load_bearing": (float(dependent.get("aux", 0) > 0)
                                 if team and isinstance(dependent, Mapping) and "aux" in dependent else None),
         "similarity_backend": info.get("details", {}).get("similarity_backend"),
+        "sandbox_backend": tests.get("backend") if isinstance(tests, Mapping) else None,
         "reward_components": {k: v for k, v in components.items() if not isinstance(v, Mapping)},
         "contributions": dict(components.get("contributions", {})),
         "texts": drafts,

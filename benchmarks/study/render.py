@@ -53,9 +53,11 @@ from llm_marl_benchmarks.study.report import (
     is_few,
     mixed_decoding,
     mixed_dtypes,
+    mixed_sandboxes,
     precisions,
     read_episodes,
     regressions,
+    sandboxes,
     select_rows,
     sizes_of,
     summarise,
@@ -167,6 +169,9 @@ def print_headline(rows: Sequence[Mapping[str, Any]]) -> None:
     print(f"\nPolicies ran in: {_precision_text(rows)}."
           + (" Warning: the figures pool several precisions." if mixed_dtypes(rows) else ""), flush=True)
     print(f"Replies: {_decoding_text(rows)}.", flush=True)
+    if sandboxes(rows):
+        print(f"Tests ran in: {_sandbox_text(rows)}."
+              + (" Warning: the figures pool several sandboxes." if mixed_sandboxes(rows) else ""), flush=True)
 
 
 def format_three_way(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -470,6 +475,9 @@ HOW_TO_READ = f"""\
 - **Precision.** The dtype and device the policies' weights ran in, as each episode's row records them. Sampling
   differs between precisions, and a figure can hold in one and not in another: compare within one precision, and
   say which when quoting a figure.
+- **Sandbox.** The backend that ran the coding tests (`docker`, `bwrap` or `local`), as each episode's row records
+  it. The backends give one program one verdict, except for a test near the time limit, which the machine's load
+  can tip.
 - **Degenerate strategies?** What a team that gamed the reward would show: near-identical parts (`duplication`),
   agents with an empty final part, actions that carry only messages or `<done/>`, and (coding) a helper no test
   depends on. Read trained against untrained.
@@ -607,6 +615,17 @@ def _precision_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts)
 
 
+def _sandbox_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``bwrap: 80 episodes (trained 40, single 40)`` for each backend of :func:`sandboxes`; empty when no row was
+    scored by tests (writing)."""
+    parts = []
+    for record in sandboxes(rows):
+        where = record["sandbox_backend"] or "not recorded (a log from before rows recorded it)"
+        by_condition = ", ".join(f"{c} {n}" for c, n in record["conditions"].items())
+        parts.append(f"{where}: {record['episodes']} episodes ({by_condition})")
+    return "; ".join(parts)
+
+
 def _decoding_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """``stopped at their env's reply end: 64 episodes (trained 16, ...); ...`` for each record of
     :func:`decoding_stops`."""
@@ -687,6 +706,12 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
             f"**The log mixes replies decoded under different stops in {', '.join(mixed_stops)} ("
             + _decoding_text(rows) + "): token and critical-path figures pool episodes written differently.**"
         )
+    if mixed_sandboxes(rows):
+        # The backends agree on a program's verdict except near the time limit, where the machine's load decides.
+        warnings_md.append(
+            "**The log mixes episodes whose tests ran in different sandboxes (" + _sandbox_text(rows) + "): a test "
+            "near the time limit can pass in one and time out in another.**"
+        )
     if REFERENCE not in conditions_of(rows):
         warnings_md.append(f"**No `{REFERENCE}` episodes in the log: no comparison with a trained team.**")
     else:
@@ -705,6 +730,7 @@ def write_report(out_dir: Path, log: LogContents) -> Path:
         f"Policies ran in: {_precision_text(rows)}.",
         "",
         f"Replies: {_decoding_text(rows)}.",
+        *(["", f"Tests ran in: {_sandbox_text(rows)}."] if sandboxes(rows) else []),
         *(["", *warnings_md] if warnings_md else []),
         "",
         f"## Headline: {_headline_title(rows)} (mean [95 % CI]; differences [95 % CI], p)",
@@ -795,7 +821,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         effects = [r for r in compare_conditions(log.rows) if r["team_size"] == POOLED]
         write_figures_json(args.json, {**head, "effects": effects, "three_way": _three_way_json(log.rows),
                                        "turns": turn_distribution(log.rows), "precision": precisions(log.rows),
-                                       "decoding": decoding_stops(log.rows)},
+                                       "decoding": decoding_stops(log.rows), "sandbox": sandboxes(log.rows)},
                            default=str)
     skipped = f" ({log.malformed} malformed line(s) skipped)" if log.malformed else ""
     print(f"\nreport: {path}{skipped}")

@@ -47,9 +47,11 @@ __all__ = [
     "is_few",
     "mixed_decoding",
     "mixed_dtypes",
+    "mixed_sandboxes",
     "precisions",
     "read_episodes",
     "regressions",
+    "sandboxes",
     "select_rows",
     "sizes_of",
     "summarise",
@@ -633,6 +635,20 @@ def precisions(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     not say (a scripted or endpoint policy, or a log written before rows recorded it). A log that pools episodes of
     several dtypes pools policies that sample differently (:func:`mixed_dtypes`)."""
     return _counted_by(rows, {"dtype": _text_or_none, "device": _text_or_none})
+
+
+def sandboxes(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The sandbox backends that ran the tests (the rows' ``sandbox_backend``), most episodes first, over the rows
+    scored by tests (those with a pass rate): ``{"sandbox_backend", "episodes", "conditions": {condition:
+    episodes}}``. ``None`` where a row does not say (a log from before rows recorded it)."""
+    tested = [row for row in rows if row.get("pass_rate") is not None]
+    return _counted_by(tested, {"sandbox_backend": _text_or_none})
+
+
+def mixed_sandboxes(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the rows scored by tests pool episodes run in different sandbox backends (a row that does not say
+    counts as one more kind when others do)."""
+    return len(sandboxes(rows)) > 1
 
 
 def decoding_stops(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -102,6 +102,10 @@ def test_a_mixed_batch_plays_each_episode_under_its_own_condition_and_reports_ev
     assert all(t.label == "coding: untrained + single + single_oneshot" and t.batch_size == 6 for t in turns)
     # A scripted policy gives no token ids: no latency in tokens, rather than a made-up one.
     assert all(row["critical_path_tokens"] is None and row["completion_tokens"] is None for row in rows)
+    # Each row names the sandbox that ran its tests: the design's executor for coding, none for writing.
+    assert {row["sandbox_backend"] for row in rows} == {"local"}
+    writing = next(b for b in make_batches(study.plan(), 32, {}, study) if b.env == "writing")
+    assert {row["sandbox_backend"] for row in run_batch(writing, study, PolicySpec(kind="scripted"))} == {None}
 
 
 # ------------------------------------------------------------------------------------------------------- precision

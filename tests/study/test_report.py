@@ -471,6 +471,40 @@ def test_the_precision_the_policies_ran_in_is_shown_and_pooling_two_dtypes_warns
     assert report.mixed_dtypes([*old[:n], *rows[n:]]) and not report.mixed_dtypes(old)
 
 
+def test_the_sandbox_that_ran_the_tests_is_shown_and_pooling_two_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each coding row's ``sandbox_backend`` reaches report.md, the printed headline and the JSON, counted over the
+    rows scored by tests only; a log whose tests ran in two backends is flagged (a test near the time limit can pass
+    in one and time out in the other). Writing alone names no sandbox."""
+    coding = [{**r, "sandbox_backend": "bwrap"} for r in synthetic_rows() if r["env"] == "coding"]
+    writing = [{**r, "sandbox_backend": None} for r in synthetic_rows() if r["env"] == "writing"]
+    assert all(r["pass_rate"] is not None for r in coding) and all(r["pass_rate"] is None for r in writing)
+    n = len(coding) // 3
+    md = render.build_report(tmp_path / "one", rows=[*coding, *writing]).read_text(encoding="utf-8")
+    assert f"Tests ran in: bwrap: {3 * n} episodes (trained {n}, untrained {n}, single {n})." in md
+    assert "different sandboxes" not in md
+    assert "Tests ran in" not in render.build_report(tmp_path / "w", rows=writing).read_text(encoding="utf-8")
+    # The trained team's tests in Docker, the others' in bwrap: two kinds pooled.
+    mixed = [{**r, "sandbox_backend": "docker"} if r["condition"] == "trained" else r for r in coding]
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*mixed, *writing]),
+                                        encoding="utf-8")
+    assert render.main([str(two), "--json", str(two / "head.json")]) == 0
+    md = (two / "report.md").read_text(encoding="utf-8")
+    assert (f"**The log mixes episodes whose tests ran in different sandboxes (bwrap: {2 * n} episodes (untrained "
+            f"{n}, single {n}); docker: {n} episodes (trained {n})): a test near the time limit") in md
+    assert "the figures pool several sandboxes" in capsys.readouterr().out
+    head = json.loads((two / "head.json").read_text(encoding="utf-8"))
+    assert [(s["sandbox_backend"], s["episodes"]) for s in head["sandbox"]] == [("bwrap", 2 * n), ("docker", n)]
+    # Rows from before rows recorded it say so; beside recorded rows they are one more kind.
+    old = [{k: v for k, v in r.items() if k != "sandbox_backend"} for r in coding]
+    md = render.build_report(tmp_path / "old", rows=old).read_text(encoding="utf-8")
+    assert "Tests ran in: not recorded (a log from before rows recorded it)" in md and "different sandboxes" not in md
+    assert report.mixed_sandboxes([*old[:n], *coding[n:]]) and not report.mixed_sandboxes(old)
+
+
 def test_the_stops_the_decoding_applied_are_shown_and_pooling_two_warns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
