@@ -101,6 +101,11 @@ def test_a_training_runs_steps_are_summed_up_from_its_metrics(paired: ModuleType
     assert summary["steps"] == 12
     assert summary["completion_tokens_per_step"] == pytest.approx(650.0)
     assert summary["seconds_per_step"] == pytest.approx(15.5)
+    assert summary["median_seconds_per_step"] == pytest.approx(15.5)
+    steps[0]["step_time"] = 1000.0  # one step slowed by other work: the mean jumps, the median moves one rank
+    path.write_text("\n".join(json.dumps(s) for s in steps) + "\n")
+    slowed = paired.training_steps(path)
+    assert slowed["seconds_per_step"] > 90 and slowed["median_seconds_per_step"] == pytest.approx(16.5)
     assert summary["train_reward_first_10"] == pytest.approx(4.5)  # steps 0-9
     assert summary["train_reward_last_10"] == pytest.approx(6.5)  # steps 2-11
 

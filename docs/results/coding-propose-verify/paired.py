@@ -60,12 +60,14 @@ def team_credit(name: str, played: list[dict], figures: dict) -> None:
 
 def training_steps(path: Path) -> dict:
     """A training run's ``metrics.jsonl`` summed up: step count, mean completion tokens, completions, seconds and
-    generation seconds a step, and the mean train reward of its first and last 10 steps."""
+    generation seconds a step, the median seconds a step (what a few steps slowed by other work on the machine
+    barely move), and the mean train reward of its first and last 10 steps."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {"steps": len(rows),
             "completion_tokens_per_step": statistics.fmean(r["completion_tokens"] for r in rows),
             "completions_per_step": statistics.fmean(r["completions"] for r in rows),
             "seconds_per_step": statistics.fmean(r["step_time"] for r in rows),
+            "median_seconds_per_step": statistics.median(r["step_time"] for r in rows),
             "generation_seconds_per_step": statistics.fmean(r["generation_time"] for r in rows),
             "train_reward_first_10": statistics.fmean(r["reward"] for r in rows[:10]),
             "train_reward_last_10": statistics.fmean(r["reward"] for r in rows[-10:])}
