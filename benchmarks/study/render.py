@@ -20,7 +20,7 @@ import csv
 import dataclasses
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -604,43 +604,39 @@ def _headline_title(rows: Sequence[Mapping[str, Any]]) -> str:
     return " vs ".join(shown)
 
 
+def _counted_text(records: Sequence[Mapping[str, Any]], describe: Callable[[Mapping[str, Any]], str]) -> str:
+    """``WHAT: 120 episodes (trained 40, ...); ...`` for records of ``report._counted_by`` (``describe`` names the
+    WHAT of each)."""
+    return "; ".join(f"{describe(record)}: {record['episodes']} episodes ("
+                     + ", ".join(f"{c} {n}" for c, n in record["conditions"].items()) + ")" for record in records)
+
+
 def _precision_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """``float32 on cpu: 120 episodes (trained 40, ...)`` for each precision of :func:`precisions`."""
-    parts = []
-    for record in precisions(rows):
-        where = ("not recorded (a scripted or endpoint policy, or a log from before rows recorded it)"
-                 if record["dtype"] is None else f"{record['dtype']} on {record['device']}")
-        by_condition = ", ".join(f"{c} {n}" for c, n in record["conditions"].items())
-        parts.append(f"{where}: {record['episodes']} episodes ({by_condition})")
-    return "; ".join(parts)
+    return _counted_text(precisions(rows), lambda r: (
+        "not recorded (a scripted or endpoint policy, or a log from before rows recorded it)"
+        if r["dtype"] is None else f"{r['dtype']} on {r['device']}"))
 
 
 def _sandbox_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """``bwrap: 80 episodes (trained 40, single 40)`` for each backend of :func:`sandboxes`; empty when no row was
     scored by tests (writing)."""
-    parts = []
-    for record in sandboxes(rows):
-        where = record["sandbox_backend"] or "not recorded (a log from before rows recorded it)"
-        by_condition = ", ".join(f"{c} {n}" for c, n in record["conditions"].items())
-        parts.append(f"{where}: {record['episodes']} episodes ({by_condition})")
-    return "; ".join(parts)
+    return _counted_text(sandboxes(rows),
+                         lambda r: r["sandbox_backend"] or "not recorded (a log from before rows recorded it)")
 
 
 def _decoding_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """``stopped at their env's reply end: 64 episodes (trained 16, ...); ...`` for each record of
     :func:`decoding_stops`."""
-    parts = []
-    for record in decoding_stops(rows):
+    def how(record: Mapping[str, Any]) -> str:
         if record["stop_at_reply_end"] is None:
-            how = ("stops not recorded (nothing decoded here, or a log from before rows recorded them, when replies "
-                   "ran to a stop token or the budget)")
-        else:
-            stops = [what for what, on in (("their env's reply end", record["stop_at_reply_end"]),
-                                           ("their role's budget", record["role_budgets"])) if on]
-            how = ("stopped at " + " and ".join(stops)) if stops else "run to a stop token or the budget"
-        by_condition = ", ".join(f"{c} {n}" for c, n in record["conditions"].items())
-        parts.append(f"{how}: {record['episodes']} episodes ({by_condition})")
-    return "; ".join(parts)
+            return ("stops not recorded (nothing decoded here, or a log from before rows recorded them, when replies "
+                    "ran to a stop token or the budget)")
+        stops = [what for what, on in (("their env's reply end", record["stop_at_reply_end"]),
+                                       ("their role's budget", record["role_budgets"])) if on]
+        return ("stopped at " + " and ".join(stops)) if stops else "run to a stop token or the budget"
+
+    return _counted_text(decoding_stops(rows), how)
 
 
 def write_report(out_dir: Path, log: LogContents) -> Path:
