@@ -113,6 +113,56 @@ def test_bad_coder_briefs_get_a_clear_error(kwargs: dict[str, object], error: ty
         make_env("coding", num_agents=2, similarity="tfidf", executor="local", **kwargs)
 
 
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"tie_order": "random"}, ValueError, r"tie_order: expected one of \('fixed', 'shuffled'\)"),
+    ({"tie_order": None}, TypeError, "tie_order: expected one of"),
+    ({"tie_order": "shuffled", "scheme": "magrpo"}, ValueError, "scheme 'magrpo' has none"),
+])
+def test_a_bad_tie_order_gets_a_clear_error(kwargs: dict[str, object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        make_env("coding", num_agents=2, similarity="tfidf", executor="local", **kwargs)
+
+
+@pytest.mark.parametrize("scheme", ["propose_verify", "author_fixer"])
+def test_a_shuffled_tie_order_sends_either_candidate_by_the_seed_and_nothing_else(scheme: str) -> None:
+    """Two candidates the visible tests cannot tell apart (one special-cased to them, one correct): under "fixed"
+    the scheme's first candidate is always sent; under "shuffled" each is sent on some seeds, the same seed always
+    sends the same one (a snapshot carries it), and the tests still decide wherever they separate the two."""
+    first, second = ("coder_1", "coder_2") if scheme == "propose_verify" else ("fixer", "author")
+    env = default_coding_env(num_agents=2, scheme=scheme, similarity="tfidf", executor="local")
+    env.reset(seed=0, options={"task_id": TASK})
+    lookup = "def has_close_elements(numbers, threshold):\n" + "".join(
+        f"    if (numbers, threshold) == {_args(test)}:\n        return {_expected(test)}\n"
+        for test in env.task["visible_tests"]) + "    return None\n"
+
+    def step(env, seed: int, codes: dict[str, str]) -> dict:
+        env.reset(seed=seed, options={"task_id": TASK})
+        _, rewards, _, _, infos = env.step({a: _fence(code) for a, code in codes.items()})
+        return {"selected": infos[first]["details"]["selected"], "reward": rewards[first]}
+
+    tie = {first: lookup, second: CORRECT}
+    assert {step(env, seed, tie)["selected"] for seed in range(12)} == {first}
+    shuffled = default_coding_env(num_agents=2, scheme=scheme, similarity="tfidf", executor="local",
+                                  tie_order="shuffled")
+    played = {seed: step(shuffled, seed, tie) for seed in range(12)}
+    assert {p["selected"] for p in played.values()} == {first, second}
+    # The correct candidate sent earns the team more than the special-cased one: the order decides a real outcome.
+    sent_correct = [p["reward"] for p in played.values() if p["selected"] == second]
+    sent_lookup = [p["reward"] for p in played.values() if p["selected"] == first]
+    assert min(sent_correct) > max(sent_lookup)
+    for seed in (0, 1, 2):
+        assert step(shuffled, seed, tie)["selected"] == played[seed]["selected"]
+    # A snapshot taken after reset carries the episode's order to every branch restored from it.
+    shuffled.reset(seed=5, options={"task_id": TASK})
+    snapshot = shuffled.snapshot()
+    for _ in range(2):
+        shuffled.restore(snapshot)
+        _, _, _, _, infos = shuffled.step({a: _fence(code) for a, code in tie.items()})
+        assert infos[first]["details"]["selected"] == played[5]["selected"]
+    # Where the visible tests separate the two, no order matters.
+    assert {step(shuffled, seed, {first: WRONG, second: CORRECT})["selected"] for seed in range(6)} == {second}
+
+
 @pytest.mark.parametrize(("value", "error"), [("bogus", ValueError), ("", ValueError), (3, TypeError)])
 def test_a_bad_scheme_gets_a_clear_error(value: object, error: type) -> None:
     with pytest.raises(error, match=r"scheme: expected one of \('magrpo', 'magrpo_fallback'"):

@@ -13,6 +13,7 @@ from llm_marl_envs.envs.coding.roles import (
     MAGRPO_SCHEMES,
     check_coder_briefs,
     check_scheme,
+    check_tie_order,
 )
 from llm_marl_envs.sandbox import BACKENDS, Executor
 
@@ -85,12 +86,17 @@ class CodingConfig(EnvConfig):
     coder_briefs: str = "same"
     """``propose_verify``'s coder instructions (:data:`~llm_marl_envs.envs.coding.roles.CODER_BRIEFS`): ``"same"``
     (both coders get one instruction) or ``"distinct"`` (each is asked for its own way of writing the function)."""
+    tie_order: str = "fixed"
+    """The candidate schemes' last tie-break (:data:`~llm_marl_envs.envs.coding.roles.TIE_ORDERS`): ``"fixed"``
+    (``coder_1`` before ``coder_2``; ``fixer`` before ``author``) or ``"shuffled"`` (that order permuted once per
+    episode by the env's seeded RNG)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.scheme is not None:
             check_scheme(self.scheme)
         check_coder_briefs(self.coder_briefs, self.team_scheme)
+        check_tie_order(self.tie_order, self.team_scheme)
         if self.reward.reward_mode == "magrpo" and self.team.num_agents != 2:
             raise ValueError(
                 f"reward_mode='magrpo' scores MAGRPO's aux/main pair: expected num_agents=2, got {self.team.num_agents}"

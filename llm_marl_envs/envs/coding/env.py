@@ -43,8 +43,9 @@ In the candidate schemes (`"propose_verify"`, `"author_fixer"`) every code autho
 `program.select_candidate` picks, a deterministic rule: (1) the most visible tests passed; (2) then the most of the
 tester's asserts passed; (3) then the verifier's choice, if it names a candidate still tied (its reply is started
 with `Choice: `, and the first candidate name it writes counts); (4) then the fixed order — `coder_1` before
-`coder_2`; `fixer` before `author` (a repair that passes as much is the later version). The held-out tests never
-decide. A coder sees its own code and verdicts and each teammate's *results* (`coder_2's candidate: 2 of 3 visible
+`coder_2`; `fixer` before `author` (a repair that passes as much is the later version) — or, under
+`tie_order="shuffled"`, that order permuted once per episode by the env's seeded RNG, so no coder is always the one
+sent at a tie. The held-out tests never decide. A coder sees its own code and verdicts and each teammate's *results* (`coder_2's candidate: 2 of 3 visible
 tests pass; first failing: assert ...`), never another coder's code (under `observability="team"` too); the fixer
 reads the author's code and its verdicts; the verifier reads every candidate's code and verdicts; the tester sees how
 many of its asserts pass on each candidate. Credit is counterfactual over candidates
@@ -64,7 +65,8 @@ fields as flat keywords, validated with errors that name the field:
   — the default under `reward_mode="magrpo"` —, `"magrpo_fallback"`, `"author_fixer"`; another name is a `ValueError`
   that lists them); `coder_briefs` (`propose_verify` only: `"same"`, the default, one instruction for both coders, or
   `"distinct"`, which asks `coder_1` for plain loops and `coder_2` for built-ins, so that their candidates need not
-  fail together);
+  fail together); `tie_order` (the candidate schemes only: `"fixed"`, the default, or `"shuffled"`, the last
+  tie-break's order permuted once per episode by the env's seeded RNG);
 * task: `dataset` — `"humaneval"` (164, offline), `"decomposable"` (66 problems written for this project, offline),
   `"mbpp"`/`"coophumaneval"` (hub), or a `.jsonl` path in HumanEval's schema; `split` (`"train"`/`"eval"`);
   `split_scheme` (`"hash"`, or `"official"`: MAGRPO's slices); `magrpo_harness` (`"strict"`, or `"official"`: the
@@ -417,6 +419,7 @@ class CodingEnv(CollaborativeTextEnv):
         "_held_out_history",
         "_reviewer_credit",
         "_reviewer_had_work",
+        "_tie_order",
     )
 
     def __init__(self, config: CodingConfig | None = None, **kwargs: Any) -> None:
@@ -451,6 +454,12 @@ class CodingEnv(CollaborativeTextEnv):
         self._held_out_history: list[float] = []
         self._reviewer_credit = 0.0
         self._reviewer_had_work = False
+        # The last tie-break's order for this episode: drawn after the task, from the generator the seed set, so the
+        # same seed and options give the same task and the same order. Nothing an agent writes moves it.
+        self._tie_order: tuple[str, ...] | None = None
+        if self.config.tie_order == "shuffled" and self.scheme in CANDIDATE_ORDER:
+            names = CANDIDATE_ORDER[self.scheme]
+            self._tie_order = tuple(names[i] for i in self._rng.permutation(len(names)))
         return observations, infos
 
     def reply_prefix(self, agent: str) -> str:
@@ -674,7 +683,8 @@ class CodingEnv(CollaborativeTextEnv):
         results = [
             CandidateResult(a, runnable[a], statuses[a].count("passed"), tester_passed.get(a, 0)) for a in order
         ]
-        selected = select_candidate(results, order, choice)
+        tie_order = [a for a in self._tie_order if a in drafts] if self._tie_order else order
+        selected = select_candidate(results, tie_order, choice)
         parts = programs[selected] if selected else assemble_program(preamble, "", "")
         pass_rate = held_out_rate[selected] if selected else 0.0
         visible_statuses = statuses[selected] if selected else []

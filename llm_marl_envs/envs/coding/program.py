@@ -253,7 +253,8 @@ def select_candidate(results: Sequence[CandidateResult], order: Sequence[str], c
     1. the most visible tests passed;
     2. then the most of the tester's asserts passed (3+ agents);
     3. then the verifier's choice, if it names one of the candidates still tied (4 agents);
-    4. then the fixed ``order`` (the scheme's :data:`~llm_marl_envs.envs.coding.roles.CANDIDATE_ORDER`).
+    4. then ``order`` (the scheme's :data:`~llm_marl_envs.envs.coding.roles.CANDIDATE_ORDER`, or under
+       ``tie_order="shuffled"`` the env's permutation of it for the episode).
 
     Deterministic: the same results and choice always give the same program. Only what the agents can check decides
     (the held-out tests never do)."""

@@ -181,6 +181,11 @@ CANDIDATE_ORDER: dict[str, tuple[str, ...]] = {
 ties no test and no verifier broke (:func:`~llm_marl_envs.envs.coding.program.select_candidate`)."""
 CANDIDATE_ROLES: frozenset[str] = frozenset(name for names in CANDIDATE_ORDER.values() for name in names)
 
+TIE_ORDERS: tuple[str, ...] = ("fixed", "shuffled")
+"""How the candidate schemes break a tie that no test and no verifier broke: ``"fixed"`` (the default) by
+:data:`CANDIDATE_ORDER`; ``"shuffled"`` by that order permuted once per episode with the env's seeded RNG, so that no
+coder's candidate is always the one sent at a tie (the same seed gives the same permutation)."""
+
 CODE_ROLES: frozenset[str] = frozenset({HELPER_NAME, "main", "tester", "solo", *CANDIDATE_ROLES})
 """Roles whose draft is code (the env extracts it from a fence)."""
 ENTRY_POINT_ROLES: frozenset[str] = frozenset({"main", "solo", *CANDIDATE_ROLES})
@@ -236,6 +241,19 @@ def check_coder_briefs(coder_briefs: object, scheme: str) -> str:
         raise ValueError(f"coder_briefs={coder_briefs!r} briefs propose_verify's two coders; scheme {scheme!r} has "
                          "none (its roles already differ)")
     return coder_briefs
+
+
+def check_tie_order(tie_order: object, scheme: str) -> str:
+    """``tie_order`` if it is one of :data:`TIE_ORDERS` and ``scheme`` has candidates to order (``"shuffled"`` only
+    in :data:`CANDIDATE_ORDER`'s schemes)."""
+    if not isinstance(tie_order, str):
+        raise TypeError(f"tie_order: expected one of {TIE_ORDERS}, got {type(tie_order).__name__}")
+    if tie_order not in TIE_ORDERS:
+        raise ValueError(f"tie_order: expected one of {TIE_ORDERS}, got {tie_order!r}")
+    if tie_order != "fixed" and scheme not in CANDIDATE_ORDER:
+        raise ValueError(f"tie_order={tie_order!r} orders the candidates of {sorted(CANDIDATE_ORDER)}; scheme "
+                         f"{scheme!r} has none")
+    return tie_order
 
 
 def coding_team(num_agents: int, scheme: str = DEFAULT_SCHEME, coder_briefs: str = "same") -> tuple[Role, ...]:
