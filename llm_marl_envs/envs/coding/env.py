@@ -46,7 +46,8 @@ with `Choice: `, and the first candidate name it writes counts); (4) then the fi
 `coder_2`; `fixer` before `author` (a repair that passes as much is the later version) — or, under
 `tie_order="shuffled"`, that order permuted once per episode by the env's seeded RNG, so no coder is always the one
 sent at a tie. The held-out tests never decide. A coder sees its own code and verdicts and each teammate's
-*results* (`coder_2's candidate: 2 of 3 visible tests pass; first failing: assert ...`), never another coder's code (under `observability="team"` too); the fixer
+*results* (`coder_2's candidate: 2 of 3 visible tests pass; first failing: assert ...`), never another coder's
+code (under `observability="team"` too); the fixer
 reads the author's code and its verdicts; the verifier reads every candidate's code and verdicts; the tester sees how
 many of its asserts pass on each candidate. Credit is counterfactual over candidates
 (:mod:`llm_marl_envs.envs.coding.contribution`): a coder earns its candidate's own held-out pass rate (the team outcome
