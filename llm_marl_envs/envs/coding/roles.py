@@ -48,6 +48,7 @@ every scheme.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from llm_marl_envs.core.roles import Role, team_for
 from llm_marl_envs.core.tasks import Task
@@ -230,30 +231,31 @@ def check_scheme(scheme: object) -> str:
     return scheme
 
 
+def _check_scheme_option(name: str, value: object, choices: tuple[str, ...], scheme: str, applies_to: Collection[str],
+                         what_it_does: str) -> str:
+    """``value`` if it is one of ``choices`` and, unless it is the default ``choices[0]``, ``scheme`` is one of
+    ``applies_to``; else a ``TypeError``/``ValueError`` naming the option (one check for every scheme option)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected one of {choices}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {choices}, got {value!r}")
+    if value != choices[0] and scheme not in applies_to:
+        raise ValueError(f"{name}={value!r} {what_it_does}; scheme {scheme!r} has none")
+    return value
+
+
 def check_coder_briefs(coder_briefs: object, scheme: str) -> str:
     """``coder_briefs`` if it is one of :data:`CODER_BRIEFS` and ``scheme`` has coders to brief (``"distinct"`` only
     under ``"propose_verify"``), else a ``TypeError``/``ValueError`` that says so."""
-    if not isinstance(coder_briefs, str):
-        raise TypeError(f"coder_briefs: expected one of {CODER_BRIEFS}, got {type(coder_briefs).__name__}")
-    if coder_briefs not in CODER_BRIEFS:
-        raise ValueError(f"coder_briefs: expected one of {CODER_BRIEFS}, got {coder_briefs!r}")
-    if coder_briefs != "same" and scheme != "propose_verify":
-        raise ValueError(f"coder_briefs={coder_briefs!r} briefs propose_verify's two coders; scheme {scheme!r} has "
-                         "none (its roles already differ)")
-    return coder_briefs
+    return _check_scheme_option("coder_briefs", coder_briefs, CODER_BRIEFS, scheme, ("propose_verify",),
+                                "briefs propose_verify's two coders (the other schemes' roles already differ)")
 
 
 def check_tie_order(tie_order: object, scheme: str) -> str:
     """``tie_order`` if it is one of :data:`TIE_ORDERS` and ``scheme`` has candidates to order (``"shuffled"`` only
-    in :data:`CANDIDATE_ORDER`'s schemes)."""
-    if not isinstance(tie_order, str):
-        raise TypeError(f"tie_order: expected one of {TIE_ORDERS}, got {type(tie_order).__name__}")
-    if tie_order not in TIE_ORDERS:
-        raise ValueError(f"tie_order: expected one of {TIE_ORDERS}, got {tie_order!r}")
-    if tie_order != "fixed" and scheme not in CANDIDATE_ORDER:
-        raise ValueError(f"tie_order={tie_order!r} orders the candidates of {sorted(CANDIDATE_ORDER)}; scheme "
-                         f"{scheme!r} has none")
-    return tie_order
+    in :data:`CANDIDATE_ORDER`'s schemes), else a ``TypeError``/``ValueError`` that says so."""
+    return _check_scheme_option("tie_order", tie_order, TIE_ORDERS, scheme, CANDIDATE_ORDER,
+                                f"orders the candidates of {sorted(CANDIDATE_ORDER)}")
 
 
 def coding_team(num_agents: int, scheme: str = DEFAULT_SCHEME, coder_briefs: str = "same") -> tuple[Role, ...]:
