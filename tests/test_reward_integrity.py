@@ -137,3 +137,52 @@ def test_a_bad_reward_weight_is_refused_with_its_reason(bad: str, capsys: pytest
     with pytest.raises(SystemExit) as stop:
         main(["--env", "coding", "--reward-weight", bad])
     assert stop.value.code == 2 and f"--reward-weight {bad!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("similarity", ["minilm", "tfidf"])
+@pytest.mark.parametrize("scheme", ["propose_verify", "author_fixer"])
+def test_a_shuffled_tie_order_opens_no_exploit(scheme: str, similarity: str) -> None:
+    """Under ``tie_order="shuffled"`` each task is played at seeds that break ties both ways, so a candidate that is
+    only sent at a tie (a copy, a special-cased one) is sent on some episodes: every degenerate strategy still loses
+    to honest work, 2-4 agents."""
+    rows = evaluate("coding", sizes=(2, 3, 4), backends=(similarity,), tasks=TASKS, executor="local", scheme=scheme,
+                    tie_order="shuffled")
+    honest = [r for r in rows if r.strategy == HONEST_REFERENCE]
+    assert {r.num_agents for r in honest} == {2, 3, 4} and {len(r.returns) for r in honest} == {2 * TASKS}
+    assert len([r for r in rows if not r.honest]) >= 18
+    assert violations(rows, MARGIN) == []
+    # The other order was really played: a verifier that leaves the tie to the order is sent the right candidate
+    # half the time, so it loses less than under the fixed order (which always sends the wrong one) -- and still loses.
+    fixed = evaluate("coding", sizes=(4,), backends=(similarity,), tasks=TASKS, executor="local", scheme=scheme,
+                     strategies=(HONEST_REFERENCE, "verifier_empty_on_tie"))
+    gap = {r.strategy: r.gap_to_honest for r in fixed}["verifier_empty_on_tie"]
+    shuffled_gap = next(r.gap_to_honest for r in rows if r.num_agents == 4 and r.strategy == "verifier_empty_on_tie")
+    assert gap < shuffled_gap < -MARGIN
+
+
+def test_the_seeds_cover_every_tie_order() -> None:
+    from llm_marl_benchmarks.integrity.coding_strategies import HONEST_TASK_IDS
+    from llm_marl_benchmarks.integrity.writing_strategies import HONEST_TASK_IDS as WRITING_TASK_IDS
+    from llm_marl_benchmarks.reward_integrity import make_env, seeds_covering_tie_orders
+
+    task_id = HONEST_TASK_IDS()[0]
+    assert seeds_covering_tie_orders(make_env("coding", 2, "tfidf", "local", scheme="propose_verify"), task_id) == (0,)
+    writing_task = WRITING_TASK_IDS("tldr")[0]
+    assert seeds_covering_tie_orders(make_env("writing", 2, "tfidf", "local"), writing_task) == (0,)  # draws none
+    env = make_env("coding", 3, "tfidf", "local", scheme="propose_verify", tie_order="shuffled")
+    seeds = seeds_covering_tie_orders(env, task_id)
+    orders = set()
+    for seed in seeds:
+        env.reset(seed=seed, options={"task_id": task_id})
+        orders.add(tuple(env.state()["tie_order"]))
+    assert orders == {("coder_1", "coder_2"), ("coder_2", "coder_1")}
+    with pytest.raises(ValueError, match="tie_order is a coding env option"):
+        make_env("writing", 2, "tfidf", "local", tie_order="shuffled")
+
+
+def test_a_tie_order_for_writing_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from llm_marl_benchmarks.reward_integrity import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--env", "writing", "--tie-order", "shuffled"])
+    assert stop.value.code == 2 and "writing has none" in capsys.readouterr().err

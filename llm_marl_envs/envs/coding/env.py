@@ -160,7 +160,8 @@ MAGRPO mode (2 agents): each step pays MAGRPO's aux/main code reward of that tur
 `turn`, `max_turns`, live `agents`, every agent's `drafts` and `done` flag, every `message` (sender, recipients,
 text, turn), each agent's `feedback`, the team `score` and `team_return`, `end_reason`, and `assessment`: the
 assembled `program`, its syntax error, the full team report (every test's status and message), each counterfactual
-run's report and the tester's report.
+run's report and the tester's report; `tie_order`: the order that breaks this episode's last tie under
+`tie_order="shuffled"` (`None` under `"fixed"`).
 
 ## Infos
 `infos[agent]` after `step`: `task_id`, `role`, `turn`, `score`, `team_return`, `reward`, `reward_mode`,
@@ -462,6 +463,14 @@ class CodingEnv(CollaborativeTextEnv):
             names = CANDIDATE_ORDER[self.scheme]
             self._tie_order = tuple(names[i] for i in self._rng.permutation(len(names)))
         return observations, infos
+
+    def state(self) -> dict[str, Any]:
+        """The base env's global state (see there), plus ``tie_order``: the order that breaks this episode's last
+        tie under ``tie_order="shuffled"`` (``None`` under ``"fixed"`` or a scheme without candidates). Privileged:
+        no observation carries it."""
+        state = super().state()
+        state["tie_order"] = None if self._tie_order is None else list(self._tie_order)
+        return state
 
     def reply_prefix(self, agent: str) -> str:
         """The code fence and first words of ``agent``'s reply (:func:`~llm_marl_envs.envs.coding.roles.reply_prefix`):
