@@ -127,3 +127,19 @@ def test_training_figures_sum_up_each_run_that_exists_under_its_name(paired: Mod
     figures: dict = {}
     paired.training_figures({"run": path, "gone": tmp_path / "missing.jsonl"}, figures, prefix="4. training: ")
     assert list(figures) == ["4. training: run"] and figures["4. training: run"]["seconds_per_step"] == 2.0
+
+
+def test_phi_and_its_paired_interval(paired: ModuleType) -> None:
+    """phi is Pearson's r of two yes/no series; the interval holds it, narrows with more pairs, and the four-series
+    form compares two conditions on the same pairs (a condition against itself: exactly 0)."""
+    first = [True, True, False, False, True, False, False, False] * 8
+    second = [True, False, False, False, True, False, True, False] * 8
+    value, low, high = paired.phi_interval(first, second)
+    assert value == pytest.approx(paired.phi(first, second)) == pytest.approx(7 / 15)  # (ad - bc) / sqrt(...)
+    assert low < value < high
+    _, wide_low, wide_high = paired.phi_interval(first[:16], second[:16])
+    assert wide_high - wide_low > high - low
+    assert paired.phi_interval(first, second, first, second) == (0.0, 0.0, 0.0)
+    assert paired.phi(first, [False] * len(first)) != paired.phi(first, [False] * len(first))  # nan: never varies
+    with pytest.raises(ValueError, match="two series"):
+        paired.phi_interval(first, second, first)

@@ -44,6 +44,9 @@ from llm_marl_envs.envs.coding.roles import CANDIDATE_ORDER
 from llm_marl_envs.envs.coding.tasks import load_humaneval
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from paired import phi_interval  # noqa: E402  (the results folder's own reading)
+
 TEAM = "trained"
 
 
@@ -64,7 +67,8 @@ def main(folders: list[str]) -> None:
         scores, sent = turn_one_candidates(row, totals[task])
         mismatched += scores[row["selections"][0]["chosen"]] != sent
     figures: dict = {"best_of": n, "pairs": split["pairs"], "turn": 1, "audit_mismatches": mismatched, "terms": {},
-                     "coders": {}, "passing": split["passing"], "phi": {}, "final_pass_rate": {}}
+                     "coders": {}, "passing": split["passing"], "phi": {}, "phi_ci": {},
+                     "final_pass_rate": {}}
     print(f"{split['pairs']} pairs (task, seed); turn 1; a candidate's score is its share of the held-out tests")
     print(f"{other}: the audit's count of the sent sample differs from the env's in {mismatched} episodes\n")
     print(f"| turn 1 | team | {other} | team − {other} [95 % CI], p |")
@@ -83,15 +87,20 @@ def main(folders: list[str]) -> None:
                                             "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
     print(f"| better candidate | {result.mean_a:.3f} | {result.mean_b:.3f} | {result.diff:+.3f} "
           f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} |")
+    passing: dict[str, list[list[bool]]] = {}
     for condition in (TEAM, BEST_OF_N):
         read = [turn_one_candidates(by_pair[(condition, t, s)], totals[t])[0] for t, s in pairs]
-        first, second = (np.array([scores[i] > 0 for scores in read], dtype=float) for i in (0, 1))
         # phi: the correlation of two candidates' yes/no "passes any held-out test" (coder_1 and coder_2; best of
-        # n's first two samples); nan when one never varies.
-        figures["phi"][condition] = (float(np.corrcoef(first, second)[0, 1]) if first.std() and second.std()
-                                     else float("nan"))
+        # n's first two samples), with its paired bootstrap interval.
+        passing[condition] = [[scores[i] > 0 for scores in read] for i in (0, 1)]
+        value, low, high = phi_interval(*passing[condition])
+        figures["phi"][condition] = value
+        figures["phi_ci"][condition] = [low, high]
         print(f"{condition}: episodes by candidates passing any held-out test {split['passing'][condition]}; "
-              f"phi = {figures['phi'][condition]:.2f}")
+              f"phi = {value:.2f} [{low:.2f}, {high:.2f}]")
+    diff, low, high = phi_interval(*passing[TEAM], *passing[BEST_OF_N])
+    figures["phi_ci"]["team - best_of_n"] = {"diff": diff, "ci": [low, high]}
+    print(f"phi, team − {other}: {diff:+.2f} [{low:+.2f}, {high:+.2f}]")
     for agent in sorted(by_pair[(TEAM, *pairs[0])]["turn_tests"][0]["candidates"]):
         figures["coders"][agent] = float(np.mean([
             by_pair[(TEAM, t, s)]["turn_tests"][0]["candidates"][agent][1] / totals[t] for t, s in pairs]))

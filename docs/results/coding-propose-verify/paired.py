@@ -22,8 +22,10 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from llm_marl_benchmarks.figures_json import write_figures_json
 from llm_marl_benchmarks.study.report import compare_pairs, read_episodes
@@ -56,6 +58,34 @@ def team_credit(name: str, played: list[dict], figures: dict) -> None:
     figures[f"{name}, credit > 0"] = shares
     figures[f"{name}, passes any held-out test"] = passes_any
     print(f"{name} ({len(played)} episodes): credit > 0 {shares}; passes any held-out test {passes_any:.0%}")
+
+
+def phi(first: Sequence[bool], second: Sequence[bool]) -> float:
+    """The phi coefficient (Pearson's r of two yes/no series, Cramer 1946) of two candidates' "passes any held-out
+    test" over the same pairs; nan when either never varies."""
+    x, y = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    return float(np.corrcoef(x, y)[0, 1]) if x.std() and y.std() else float("nan")
+
+
+def phi_interval(*series: Sequence[bool], resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """``phi(a, b)`` and its 95 % paired bootstrap interval over the pairs (percentile: resampling pairs keeps each
+    pair's two candidates together). With four series, ``phi(a, b) - phi(c, d)`` on the same pairs: two conditions
+    compared, each pair resampled once for both. Resamples where a series never varies are left out (nan)."""
+    if len(series) not in (2, 4):
+        raise ValueError("phi_interval takes two series (one condition) or four (two conditions, a - b)")
+
+    def statistic(*resampled: np.ndarray) -> float:
+        value = phi(resampled[0], resampled[1])
+        return value - phi(resampled[2], resampled[3]) if len(resampled) == 4 else value
+
+    # By hand, not scipy.stats.bootstrap: that returns a nan interval once any resample is nan, and at a pass rate
+    # near 0.2 on 66 pairs a few resamples in 10,000 have a candidate that never passes.
+    data = tuple(np.asarray(s, dtype=float) for s in series)
+    rng = np.random.default_rng(seed)
+    draws = np.array([statistic(*(d[index] for d in data))
+                      for index in rng.integers(0, len(data[0]), size=(resamples, len(data[0])))])
+    low, high = np.nanpercentile(draws, [2.5, 97.5])
+    return statistic(*data), float(low), float(high)
 
 
 def training_steps(path: Path) -> dict:

@@ -23,7 +23,7 @@ from llm_marl_envs.envs.coding.tasks import load_humaneval
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from paired import load, training_figures  # noqa: E402  (the results folder's own reading)
+from paired import load, phi_interval, training_figures  # noqa: E402  (the results folder's own reading)
 
 CROSS, CONTROL = "cross", "control"
 RUNS = {"cross": HERE / "team" / "metrics.jsonl",
@@ -42,12 +42,6 @@ def turn_one(rows: list[dict]) -> dict[tuple[str, int], tuple[dict[str, float], 
             scores, sent = found
             read[(str(row["task"]), int(row["seed"]))] = (candidate_terms(scores, sent), scores)
     return read
-
-
-def phi(scores: list[list[float]]) -> float:
-    """The correlation of the first two candidates' yes/no "passes any held-out test"; nan when one never varies."""
-    first, second = (np.array([s[i] > 0 for s in scores], dtype=float) for i in (0, 1))
-    return float(np.corrcoef(first, second)[0, 1]) if first.std() and second.std() else float("nan")
 
 
 def entry(result: stats.Comparison) -> dict:
@@ -88,11 +82,19 @@ def main(argv: list[str] | None = None) -> None:
                          f"p = {result.p:.3f}")
         print(f"| {term.replace('_', ' ')} | " + " | ".join(f"{np.mean(values[c]):.3f}" for c in reads) + " | "
               + " | ".join(cells) + " |")
+    passing = {c: [[reads[c][p][1][i] > 0 for p in pairs] for i in (0, 1)] for c in reads}
     for c in reads:
-        figures["conditions"][c]["phi"] = phi([reads[c][p][1] for p in pairs])
+        value, low, high = phi_interval(*passing[c])
+        figures["conditions"][c]["phi"] = value
+        figures["conditions"][c]["phi_ci"] = [low, high]
         figures["conditions"][c]["final_pass_rate"] = float(np.mean([finals[c][p] for p in pairs]))
-    print("phi (two candidates pass any held-out test together): "
-          + ", ".join(f"{c} {figures['conditions'][c]['phi']:.2f}" for c in reads))
+    print("phi (two candidates pass any held-out test together) [95 % paired bootstrap interval]: "
+          + ", ".join(f"{c} {figures['conditions'][c]['phi']:.2f} [{figures['conditions'][c]['phi_ci'][0]:.2f}, "
+                      f"{figures['conditions'][c]['phi_ci'][1]:.2f}]" for c in reads))
+    for other, key in ((CONTROL, "cross - control"), (BEST_OF_N, f"cross - {BEST_OF_N}")):
+        diff, low, high = phi_interval(*passing[CROSS], *passing[other])
+        figures[key]["phi"] = {"diff": diff, "ci": [low, high]}
+        print(f"phi, {key}: {diff:+.2f} [{low:+.2f}, {high:+.2f}]")
     for other, key in ((CONTROL, "cross - control"), (BEST_OF_N, f"cross - {BEST_OF_N}")):
         result = stats.compare([finals[CROSS][p] for p in pairs], [finals[other][p] for p in pairs], paired=True)
         figures[key]["final_pass_rate"] = entry(result)
