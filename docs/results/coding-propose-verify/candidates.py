@@ -45,7 +45,7 @@ from llm_marl_envs.envs.coding.tasks import load_humaneval
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from paired import phi_interval  # noqa: E402  (the results folder's own reading)
+from paired import comparison_entry, phi_interval  # noqa: E402  (the results folder's own reading)
 
 TEAM = "trained"
 
@@ -75,16 +75,14 @@ def main(folders: list[str]) -> None:
     print("|---|---|---|---|")
     for term in CANDIDATE_TERMS:
         result = split["terms"][term]
-        figures["terms"][term] = {"team": result.mean_a, "best_of_n": result.mean_b, "diff": result.diff,
-                                  "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
+        figures["terms"][term] = comparison_entry(result, "team", "best_of_n")
         print(f"| {term.replace('_', ' ')} | {result.mean_a:.3f} | {result.mean_b:.3f} | {result.diff:+.3f} "
               f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} |")
     # The better candidate alone (one candidate + what the best adds), for the README's table.
     best = {c: [max(turn_one_candidates(by_pair[(c, t, s)], totals[t])[0]) for t, s in pairs]
             for c in (TEAM, BEST_OF_N)}
     result = stats.compare(best[TEAM], best[BEST_OF_N], paired=True)
-    figures["terms"]["better_candidate"] = {"team": result.mean_a, "best_of_n": result.mean_b, "diff": result.diff,
-                                            "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
+    figures["terms"]["better_candidate"] = comparison_entry(result, "team", "best_of_n")
     print(f"| better candidate | {result.mean_a:.3f} | {result.mean_b:.3f} | {result.diff:+.3f} "
           f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f} |")
     passing: dict[str, list[list[bool]]] = {}
@@ -107,8 +105,7 @@ def main(folders: list[str]) -> None:
     print("each coder alone (turn 1): " + ", ".join(f"{a} {v:.3f}" for a, v in figures["coders"].items()))
     result = stats.compare([by_pair[(TEAM, *p)]["pass_rate"] for p in pairs],
                            [by_pair[(BEST_OF_N, *p)]["pass_rate"] for p in pairs], paired=True)
-    figures["final_pass_rate"] = {"team": result.mean_a, "best_of_n": result.mean_b, "diff": result.diff,
-                                  "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
+    figures["final_pass_rate"] = comparison_entry(result, "team", "best_of_n")
     print(f"\nfinal pass rate (the episode's end): team {result.mean_a:.3f}, {other} {result.mean_b:.3f}, "
           f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
     target = ROOT / Path(folders[0]).parent / "figures.json"

@@ -24,6 +24,7 @@ import statistics
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,17 @@ def team_credit(name: str, played: list[dict], figures: dict) -> None:
     figures[f"{name}, credit > 0"] = shares
     figures[f"{name}, passes any held-out test"] = passes_any
     print(f"{name} ({len(played)} episodes): credit > 0 {shares}; passes any held-out test {passes_any:.0%}")
+
+
+def comparison_entry(result: Any, a: str = "a", b: str = "b", count: str | None = None) -> dict:
+    """A paired comparison (:class:`~llm_marl_benchmarks.study.stats.Comparison`) as the figures files keep it: the
+    two means under ``a`` and ``b``, ``diff``, its 95 % ``ci``, ``p``, and the pairs counted under ``count`` if
+    given."""
+    entry = {a: result.mean_a, b: result.mean_b, "diff": result.diff, "ci": [result.diff_ci_low, result.diff_ci_high],
+             "p": result.p}
+    if count is not None:
+        entry[count] = result.n_a
+    return entry
 
 
 def phi(first: Sequence[bool], second: Sequence[bool]) -> float:

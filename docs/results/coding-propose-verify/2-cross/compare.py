@@ -23,7 +23,7 @@ from llm_marl_envs.envs.coding.tasks import load_humaneval
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from paired import load, phi_interval, training_figures  # noqa: E402  (the results folder's own reading)
+from paired import comparison_entry, load, phi_interval, training_figures  # noqa: E402  (the results folder's own reading)
 
 CROSS, CONTROL = "cross", "control"
 RUNS = {"cross": HERE / "team" / "metrics.jsonl",
@@ -42,11 +42,6 @@ def turn_one(rows: list[dict]) -> dict[tuple[str, int], tuple[dict[str, float], 
             scores, sent = found
             read[(str(row["task"]), int(row["seed"]))] = (candidate_terms(scores, sent), scores)
     return read
-
-
-def entry(result: stats.Comparison) -> dict:
-    return {"a": result.mean_a, "b": result.mean_b, "diff": result.diff,
-            "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p, "n": result.n_a}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
         cells = []
         for other, key in ((CONTROL, "cross - control"), (BEST_OF_N, f"cross - {BEST_OF_N}")):
             result = stats.compare(values[CROSS], values[other], paired=True)
-            figures[key][term] = entry(result)
+            figures[key][term] = comparison_entry(result, count="n")
             cells.append(f"{result.diff:+.3f} [{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], "
                          f"p = {result.p:.3f}")
         print(f"| {term.replace('_', ' ')} | " + " | ".join(f"{np.mean(values[c]):.3f}" for c in reads) + " | "
@@ -97,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"phi, {key}: {diff:+.2f} [{low:+.2f}, {high:+.2f}]")
     for other, key in ((CONTROL, "cross - control"), (BEST_OF_N, f"cross - {BEST_OF_N}")):
         result = stats.compare([finals[CROSS][p] for p in pairs], [finals[other][p] for p in pairs], paired=True)
-        figures[key]["final_pass_rate"] = entry(result)
+        figures[key]["final_pass_rate"] = comparison_entry(result, count="n")
         print(f"final pass rate, {key}: {result.mean_a:.3f} vs {result.mean_b:.3f}, {result.diff:+.3f} "
               f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
     # The plan's rule (point estimates): a held-out look follows only if both hold.

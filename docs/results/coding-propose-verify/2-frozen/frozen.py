@@ -10,6 +10,7 @@ still going: the steps both logs have).
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,9 @@ from llm_marl_benchmarks.study import stats
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
+sys.path.insert(0, str(HERE.parent))
+from paired import comparison_entry  # noqa: E402  (the results folder's own reading)
+
 PRIMARY = "2-stopped"
 RUNS = {PRIMARY: HERE.parent / "2-stopped" / "team" / "metrics.jsonl",
         "2-float32": HERE.parent / "2-float32" / "team" / "metrics.jsonl",
@@ -32,11 +36,6 @@ def pass_rates(path: Path) -> dict[int, float]:
     """Per training step, the mean pass rate of its team episodes."""
     return {int(row["step"]): float(row["episode/pass_rate"])
             for row in map(json.loads, path.read_text().splitlines()) if row.get("step") is not None}
-
-
-def entry(result: stats.Comparison) -> dict:
-    return {"trained": result.mean_a, "frozen": result.mean_b, "diff": result.diff,
-            "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p, "steps": result.n_a}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
                 cells.append("n/a")
                 continue
             result = stats.compare([trained[s] for s in chosen], [frozen[s] for s in chosen], paired=True)
-            run[key] = entry(result)
+            run[key] = comparison_entry(result, "trained", "frozen", count="steps")
             cells.append(f"{result.mean_a:.3f} − {result.mean_b:.3f} = {result.diff:+.3f} "
                          f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
         differences = np.array([trained[s] - frozen[s] for s in steps])
