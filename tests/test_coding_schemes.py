@@ -161,6 +161,12 @@ def test_a_shuffled_tie_order_sends_either_candidate_by_the_seed_and_nothing_els
         assert infos[first]["details"]["selected"] == played[5]["selected"]
     # Where the visible tests separate the two, no order matters.
     assert {step(shuffled, seed, {first: WRONG, second: CORRECT})["selected"] for seed in range(6)} == {second}
+    # state() (privileged) names the episode's order; the fixed order's episodes have none to name.
+    shuffled.reset(seed=5, options={"task_id": TASK})
+    assert sorted(shuffled.state()["tie_order"]) == sorted((first, second))
+    assert shuffled.state()["tie_order"][0] == played[5]["selected"]
+    env.reset(seed=5, options={"task_id": TASK})
+    assert "tie_order" in env.state() and env.state()["tie_order"] is None
 
 
 @pytest.mark.parametrize(("value", "error"), [("bogus", ValueError), ("", ValueError), (3, TypeError)])
