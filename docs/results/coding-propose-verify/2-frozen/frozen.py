@@ -38,6 +38,17 @@ def pass_rates(path: Path) -> dict[int, float]:
             for row in map(json.loads, path.read_text().splitlines()) if row.get("step") is not None}
 
 
+POST_HOC = ("reward", "episode/quality", "completion_tokens")
+"""Read after the plan's figures, and labelled so: whether training raised its own objective (the step's mean joint
+reward) or the quality term, and what it did to the tokens a step, steps 31-60."""
+
+
+def metric(path: Path, key: str) -> dict[int, float]:
+    """Per training step, ``key`` of the step's metrics row."""
+    return {int(row["step"]): float(row[key])
+            for row in map(json.loads, path.read_text().splitlines()) if row.get("step") is not None}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frozen", type=Path, default=HERE / "metrics.jsonl")
@@ -72,6 +83,18 @@ def main(argv: list[str] | None = None) -> None:
         cells.append(f"{10 * fit.params[1]:+.4f} [{10 * low:+.4f}, {10 * high:+.4f}], p = {fit.pvalues[1]:.3f}")
         figures["runs"][name] = run
         print(f"| {name} | {'yes' if same_start else 'no'} | " + " | ".join(cells) + " |")
+    print("\npost hoc (read after the plan's figures), steps 31-60, trained − frozen:")
+    for name, path in RUNS.items():
+        figures["runs"][name]["post_hoc"] = {}
+        for key in POST_HOC:
+            trained, base = metric(path, key), metric(args.frozen, key)
+            steps = [s for s in sorted(set(trained) & set(base)) if s >= SECOND_HALF]
+            if len(steps) < 2:
+                continue
+            result = stats.compare([trained[s] for s in steps], [base[s] for s in steps], paired=True)
+            figures["runs"][name]["post_hoc"][key] = comparison_entry(result, "trained", "frozen", count="steps")
+            print(f"  {name}, {key}: {result.mean_a:.3f} − {result.mean_b:.3f} = {result.diff:+.3f} "
+                  f"[{result.diff_ci_low:+.3f}, {result.diff_ci_high:+.3f}], p = {result.p:.3f}")
     write_figures_json(args.out, figures)
 
 
