@@ -10,6 +10,12 @@ A learning curve reads only ``RUN_DIR/metrics.jsonl`` (one row per step, written
 ``RUN_DIR/untrained.jsonl``: the same metrics for the *untrained* team (adapters at their zero-effect initialisation)
 on the same tasks as the run's first steps — the line a trained team's reward should rise above. Both are plain JSON
 lines, so the curve is rebuilt without a model.
+
+That line is the untrained team on the *first* steps' tasks, and a run's later steps draw other tasks: with no update
+at all a coding run's reward went 0.290 (steps 1-10) to 0.334 (steps 51-60) on its tasks alone
+(docs/results/coding-propose-verify/2-frozen). So when ``untrained.jsonl`` covers steps of the last window
+(``llm-marl teams untrained RUN_DIR --steps N`` with N the run's steps), the curve also gives trained − untrained on
+those very steps, paired by step: the comparison that separates learning from the draw of tasks.
 """
 
 from __future__ import annotations
@@ -85,15 +91,38 @@ def curve_figures(run_dir: str | Path, window: int = 10) -> dict[str, Any]:
     rewards = [float(row.get("reward", math.nan)) for row in rows]
     quality = [float(row.get("episode/quality", math.nan)) for row in rows]
     zero_std = [float(row.get("frac_reward_zero_std", math.nan)) for row in rows]
-    untrained = None
+    untrained = paired = None
     if (run_dir / UNTRAINED_FILE).is_file():
         base = read_rows(run_dir / UNTRAINED_FILE)
         untrained = {"mean": sum(float(r["reward"]) for r in base) / len(base), "steps": len(base),
-                     "quality": sum(float(r.get("episode/quality", math.nan)) for r in base) / len(base)}
+                     "quality": sum(float(r.get("episode/quality", math.nan)) for r in base) / len(base),
+                     "by_step": {"steps": [int(r["step"]) for r in base if "step" in r],
+                                 "mean": [float(r["reward"]) for r in base if "step" in r],
+                                 "quality": [float(r.get("episode/quality", math.nan)) for r in base if "step" in r]}}
+        paired = _last_window_against_untrained(dict(zip(steps, rewards, strict=True)), base, steps[-window:])
     means = running_mean(rewards, window)
     return {"steps": steps, "reward": rewards, "running_mean": means, "frac_reward_zero_std": zero_std,
             "quality": quality, "quality_running_mean": running_mean(quality, window),
-            "untrained": untrained, "window": window, "last_window_mean": means[-1]}
+            "untrained": untrained, "window": window, "last_window_mean": means[-1],
+            "last_window_vs_untrained": paired}
+
+
+def _last_window_against_untrained(trained: dict[int, float], base: list[dict[str, Any]],
+                                   last_window: list[int]) -> dict[str, Any] | None:
+    """Trained − untrained reward on the last window's steps that ``base`` also played (paired t by step, 95 % CI);
+    ``None`` where fewer than two such steps."""
+    from scipy import stats
+
+    untrained = {int(row["step"]): float(row["reward"]) for row in base if "step" in row}
+    shared = [step for step in last_window if step in untrained and not math.isnan(trained[step])]
+    if len(shared) < 2:
+        return None
+    differences = [trained[step] - untrained[step] for step in shared]
+    result = stats.ttest_1samp(differences, 0.0)
+    low, high = result.confidence_interval(0.95)
+    return {"steps": shared, "trained": sum(trained[s] for s in shared) / len(shared),
+            "untrained": sum(untrained[s] for s in shared) / len(shared),
+            "diff": sum(differences) / len(shared), "ci": [float(low), float(high)], "p": float(result.pvalue)}
 
 
 def plot_curve(run_dir: str | Path, out: str | Path | None = None, window: int = 10) -> Path:
@@ -122,6 +151,10 @@ def plot_curve(run_dir: str | Path, out: str | Path | None = None, window: int =
         if untrained is not None and not math.isnan(untrained[key]):
             axis.axhline(untrained[key], color="grey", linestyle="--",
                          label=f"untrained team, same tasks ({untrained['steps']} steps): {untrained[key]:.3f}")
+            by_step = untrained["by_step"]
+            if len(by_step["steps"]) > window:  # it reaches later steps: show it step by step, on their tasks
+                axis.plot(by_step["steps"], by_step[key], "x", color="grey", markersize=3, alpha=0.6,
+                          label="untrained team, that step's tasks")
         axis.set_ylabel(label, fontsize=8)
         axis.legend(fontsize=7, loc="best")
         axis.grid(alpha=0.3)
@@ -193,9 +226,16 @@ def run_curve(args: argparse.Namespace) -> int:
         out = plot_curve(args.run_dir, args.out, args.window)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"llm-marl teams curve: {error}") from None
-    untrained = figures["untrained"]
-    against = (f" vs the untrained team's {untrained['mean']:.3f}" if untrained
+    untrained, paired = figures["untrained"], figures["last_window_vs_untrained"]
+    against = (f" vs the untrained team's {untrained['mean']:.3f} on the first {untrained['steps']} steps' tasks"
+               if untrained
                else f" (no {UNTRAINED_FILE}: run `llm-marl teams untrained {args.run_dir}` for the reference line)")
+    if paired is not None:
+        against += (f"; on the same {len(paired['steps'])} steps, trained − untrained {paired['diff']:+.3f} "
+                    f"[{paired['ci'][0]:+.3f}, {paired['ci'][1]:+.3f}], p = {paired['p']:.3f}")
+    elif untrained:
+        against += (f" (other tasks than the last window's: `llm-marl teams untrained {args.run_dir} --steps "
+                    f"{figures['steps'][-1]}` pairs them step by step)")
     print(f"{len(figures['steps'])} steps; last {args.window}-step mean reward {figures['last_window_mean']:.3f}"
           f"{against}; curve: {out}")
     return 0

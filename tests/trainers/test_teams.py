@@ -190,3 +190,22 @@ def test_load_team_gives_the_shipped_trained_team_ready_to_play() -> None:
     assert texts != untrained
     env.step(dict(zip(env.agents, texts, strict=True)))
     assert env.state()["turn"] == 1
+
+
+def test_the_untrained_team_on_every_step_pairs_the_last_window(run_dir: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """With the untrained team replayed on all of the run's steps, the curve compares the last window with it step by
+    step (the same tasks), not with the first steps' mean; with it on the first step only, it says how to get that."""
+    assert cli.main(["teams", "untrained", str(run_dir), "--steps", "3"]) == 0
+    untrained = [json.loads(line) for line in (run_dir / "untrained.jsonl").read_text().splitlines()]
+    trained = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    paired = curve_figures(run_dir, window=2)["last_window_vs_untrained"]
+    differences = [trained[i]["reward"] - untrained[i]["reward"] for i in (1, 2)]
+    assert paired["steps"] == [2, 3] and paired["diff"] == pytest.approx(sum(differences) / 2)
+    assert paired["ci"][0] <= paired["diff"] <= paired["ci"][1]
+    assert cli.main(["teams", "curve", str(run_dir), "--window", "2"]) == 0
+    assert f"on the same 2 steps, trained − untrained {paired['diff']:+.3f}" in capsys.readouterr().out
+    assert cli.main(["teams", "untrained", str(run_dir), "--steps", "1"]) == 0
+    assert curve_figures(run_dir, window=2)["last_window_vs_untrained"] is None
+    assert cli.main(["teams", "curve", str(run_dir), "--window", "2"]) == 0
+    assert f"`llm-marl teams untrained {run_dir} --steps 3` pairs them" in capsys.readouterr().out
