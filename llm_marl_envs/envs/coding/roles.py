@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
+from llm_marl_envs.core.config import check_choice
 from llm_marl_envs.core.roles import Role, team_for
 from llm_marl_envs.core.tasks import Task
 from llm_marl_envs.envs.coding.program import split_prompt
@@ -237,8 +238,7 @@ def _check_scheme_option(name: str, value: object, choices: tuple[str, ...], sch
     ``applies_to``; else a ``TypeError``/``ValueError`` naming the option (one check for every scheme option)."""
     if not isinstance(value, str):
         raise TypeError(f"{name}: expected one of {choices}, got {type(value).__name__}")
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {choices}, got {value!r}")
+    check_choice(name, value, choices)
     if value != choices[0] and scheme not in applies_to:
         raise ValueError(f"{name}={value!r} {what_it_does}; scheme {scheme!r} has none")
     return value
