@@ -99,7 +99,10 @@ def curve_figures(run_dir: str | Path, window: int = 10) -> dict[str, Any]:
                      "by_step": {"steps": [int(r["step"]) for r in base if "step" in r],
                                  "mean": [float(r["reward"]) for r in base if "step" in r],
                                  "quality": [float(r.get("episode/quality", math.nan)) for r in base if "step" in r]}}
-        paired = _last_window_against_untrained(dict(zip(steps, rewards, strict=True)), base, steps[-window:])
+        by_step = untrained["by_step"]
+        paired = _last_window_against_untrained(dict(zip(steps, rewards, strict=True)),
+                                                dict(zip(by_step["steps"], by_step["mean"], strict=True)),
+                                                steps[-window:])
     means = running_mean(rewards, window)
     return {"steps": steps, "reward": rewards, "running_mean": means, "frac_reward_zero_std": zero_std,
             "quality": quality, "quality_running_mean": running_mean(quality, window),
@@ -107,22 +110,18 @@ def curve_figures(run_dir: str | Path, window: int = 10) -> dict[str, Any]:
             "last_window_vs_untrained": paired}
 
 
-def _last_window_against_untrained(trained: dict[int, float], base: list[dict[str, Any]],
+def _last_window_against_untrained(trained: dict[int, float], untrained: dict[int, float],
                                    last_window: list[int]) -> dict[str, Any] | None:
-    """Trained − untrained reward on the last window's steps that ``base`` also played (paired t by step, 95 % CI);
-    ``None`` where fewer than two such steps."""
-    from scipy import stats
+    """Trained − untrained reward (each by step) on the last window's steps that the untrained team also played
+    (paired t by step, 95 % CI); ``None`` where fewer than two such steps."""
+    from llm_marl_benchmarks.study import stats
 
-    untrained = {int(row["step"]): float(row["reward"]) for row in base if "step" in row}
     shared = [step for step in last_window if step in untrained and not math.isnan(trained[step])]
     if len(shared) < 2:
         return None
-    differences = [trained[step] - untrained[step] for step in shared]
-    result = stats.ttest_1samp(differences, 0.0)
-    low, high = result.confidence_interval(0.95)
-    return {"steps": shared, "trained": sum(trained[s] for s in shared) / len(shared),
-            "untrained": sum(untrained[s] for s in shared) / len(shared),
-            "diff": sum(differences) / len(shared), "ci": [float(low), float(high)], "p": float(result.pvalue)}
+    result = stats.compare([trained[s] for s in shared], [untrained[s] for s in shared], paired=True)
+    return {"steps": shared, "trained": result.mean_a, "untrained": result.mean_b, "diff": result.diff,
+            "ci": [result.diff_ci_low, result.diff_ci_high], "p": result.p}
 
 
 def plot_curve(run_dir: str | Path, out: str | Path | None = None, window: int = 10) -> Path:
