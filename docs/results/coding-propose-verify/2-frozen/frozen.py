@@ -32,10 +32,15 @@ RUNS = {PRIMARY: HERE.parent / "2-stopped" / "team" / "metrics.jsonl",
 SECOND_HALF = 31
 
 
-def pass_rates(path: Path) -> dict[int, float]:
-    """Per training step, the mean pass rate of its team episodes."""
-    return {int(row["step"]): float(row["episode/pass_rate"])
-            for row in map(json.loads, path.read_text().splitlines()) if row.get("step") is not None}
+def by_step(path: Path) -> dict[int, dict]:
+    """A training log's metrics rows, by step."""
+    return {int(row["step"]): row for row in map(json.loads, path.read_text().splitlines())
+            if row.get("step") is not None}
+
+
+def values(rows: dict[int, dict], key: str) -> dict[int, float]:
+    """Per step, ``key`` of the step's row (``episode/pass_rate``: the mean pass rate of its team episodes)."""
+    return {step: float(row[key]) for step, row in rows.items()}
 
 
 POST_HOC = ("reward", "episode/quality", "completion_tokens")
@@ -43,25 +48,21 @@ POST_HOC = ("reward", "episode/quality", "completion_tokens")
 reward) or the quality term, and what it did to the tokens a step, steps 31-60."""
 
 
-def metric(path: Path, key: str) -> dict[int, float]:
-    """Per training step, ``key`` of the step's metrics row."""
-    return {int(row["step"]): float(row[key])
-            for row in map(json.loads, path.read_text().splitlines()) if row.get("step") is not None}
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frozen", type=Path, default=HERE / "metrics.jsonl")
     parser.add_argument("--out", type=Path, default=HERE / "figures.json")
     args = parser.parse_args(argv)
-    frozen = pass_rates(args.frozen)
+    frozen_rows = by_step(args.frozen)
+    logs = {name: by_step(path) for name, path in RUNS.items()}
+    frozen = values(frozen_rows, "episode/pass_rate")
     figures: dict = {"frozen_steps": len(frozen), "frozen_mean": float(np.mean(list(frozen.values()))), "runs": {}}
     print(f"frozen run: {len(frozen)} steps, mean pass rate {figures['frozen_mean']:.3f}\n")
     print("| trained run | step 1 same episodes | steps 31-60: trained − frozen | all steps | slope of the difference "
           "per 10 steps |")
     print("|---|---|---|---|---|")
-    for name, path in RUNS.items():
-        trained = pass_rates(path)
+    for name, rows in logs.items():
+        trained = values(rows, "episode/pass_rate")
         steps = sorted(set(trained) & set(frozen))
         same_start = 1 in steps and trained[1] == frozen[1]
         run: dict = {"step_1_same": same_start, "steps": len(steps)}
@@ -84,10 +85,10 @@ def main(argv: list[str] | None = None) -> None:
         figures["runs"][name] = run
         print(f"| {name} | {'yes' if same_start else 'no'} | " + " | ".join(cells) + " |")
     print("\npost hoc (read after the plan's figures), steps 31-60, trained − frozen:")
-    for name, path in RUNS.items():
+    for name, rows in logs.items():
         figures["runs"][name]["post_hoc"] = {}
         for key in POST_HOC:
-            trained, base = metric(path, key), metric(args.frozen, key)
+            trained, base = values(rows, key), values(frozen_rows, key)
             steps = [s for s in sorted(set(trained) & set(base)) if s >= SECOND_HALF]
             if len(steps) < 2:
                 continue
